@@ -1,0 +1,211 @@
+"""Graph objects of reverse mode: AbstractNode, LeafNode, Variable, Node, CachedNode.
+
+``Variable`` is a leaf holding a value and accumulating ``.grad``; every numpy call on
+nodes returns a ``CachedNode``: the recorded call (a ``Node``: operator, arguments,
+keyword arguments) plus its cached ``output``. Nodes hold their inputs, never the reverse,
+so a graph lives exactly as long as the caller keeps its output.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Variable(np.array([1.0, 2.0]))
+    >>> y = np.sum(x * x)
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4.])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .dispatch import forward
+from .numpy_bridge import NumpyOverloads
+from .operators import Method, Operator
+from .tracing import Traced, recording_paused
+
+__all__ = [
+    "AbstractNode",
+    "LeafNode",
+    "Variable",
+    "Node",
+    "CachedNode",
+    "value",
+    "primal_at",
+    "as_differentiable",
+    "is_differentiable_output",
+]
+
+
+def as_differentiable(x: Any, what: str = "argument") -> Any:
+    """``x`` as a float64 array (ints and bools promoted); traced values pass unchanged."""
+    if isinstance(x, Traced):
+        return x
+    arr = np.asarray(x)
+    kind = arr.dtype.kind
+    if kind in "fiub":
+        return arr.astype(np.float64, copy=False) if kind != "f" or arr.dtype != np.float64 \
+            else arr
+    if kind == "c":
+        raise TypeError(
+            f"dualad: the {what} is complex ({arr.dtype}, shape {arr.shape}); complex "
+            f"differentiation is not supported yet. Split it into real and imaginary parts "
+            f"(x.real, x.imag) and differentiate with respect to those."
+        )
+    raise TypeError(
+        f"dualad: cannot differentiate with respect to an {what} of dtype {arr.dtype} "
+        f"(shape {arr.shape}, type {type(x).__name__}); pass float arrays or numbers."
+    )
+
+
+def is_differentiable_output(out: Any) -> bool:
+    """Whether a call's result can carry a derivative (floats, or tuples holding floats)."""
+    if isinstance(out, (float, np.floating, Traced)):
+        return True
+    if isinstance(out, np.ndarray):
+        return out.dtype.kind in "fc"
+    if isinstance(out, (tuple, list)):
+        return any(is_differentiable_output(o) for o in out)
+    return False
+
+
+class AbstractNode(Traced, NumpyOverloads):
+    """Base of everything that lives in a reverse-mode graph."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        values = tuple([primal_at(a, level) for a in args])
+        kw = {k: primal_at(v, level) for k, v in kwargs.items()} if kwargs else kwargs
+        out = forward(op, *values, **kw)
+        if recording_paused() or not is_differentiable_output(out):
+            return out
+        node = CachedNode(Node(op, args, kwargs), out, level)
+        if isinstance(out, (tuple, list)):
+            return type(out)(
+                CachedNode(Node(_OUTPUT_ITEM, (node, i), {}), o, level)
+                if is_differentiable_output(o) else o
+                for i, o in enumerate(out)
+            )
+        return node
+
+    def backward(self, seed: Any = None) -> None:
+        """Reverse pass from this node; every reached ``Variable.grad`` accumulates.
+
+        ``seed`` defaults to 1 for a scalar output and is required otherwise.
+        """
+        from .dispatch import backward
+
+        backward(self, seed)
+
+
+class LeafNode(AbstractNode):
+    """Base of leaves: nodes with no inputs."""
+
+    __slots__ = ()
+
+
+class Variable(LeafNode):
+    """A leaf holding ``value``; ``grad`` is ``None`` until a backward pass reaches it.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> x = ad.Variable(3.0)
+        >>> (x * x).backward(); (x * x).backward()
+        >>> float(x.grad)  # accumulates across passes
+        12.0
+    """
+
+    __slots__ = ("value", "grad", "level", "__weakref__")
+
+    def __init__(self, value: Any, level: int = 0) -> None:
+        self.value = as_differentiable(value, "Variable value")
+        self.grad: Any = None
+        self.level = level
+
+    def _primal(self) -> Any:
+        return self.value
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient (``grad`` becomes ``None``)."""
+        self.grad = None
+
+    def __repr__(self) -> str:
+        return f"Variable({self.value!r})"
+
+
+class Node:
+    """A recorded call: ``op`` (an :class:`~dualad.Operator`), ``args`` and ``kwargs``."""
+
+    __slots__ = ("op", "args", "kwargs")
+
+    def __init__(self, op: Operator, args: tuple, kwargs: dict | None = None) -> None:
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs or {}
+
+    def __repr__(self) -> str:
+        return f"Node({self.op!r}, {len(self.args)} args)"
+
+
+class CachedNode(AbstractNode):
+    """A :class:`Node` plus its cached ``output``."""
+
+    __slots__ = ("node", "output", "level", "__weakref__")
+
+    def __init__(self, node: Node, output: Any, level: int = 0) -> None:
+        self.node = node
+        self.output = output
+        self.level = level
+
+    @property
+    def op(self) -> Operator:
+        return self.node.op
+
+    @property
+    def args(self) -> tuple:
+        return self.node.args
+
+    @property
+    def kwargs(self) -> dict:
+        return self.node.kwargs
+
+    def _primal(self) -> Any:
+        return self.output
+
+    def __repr__(self) -> str:
+        return f"CachedNode({self.node.op!r}, output={self.output!r})"
+
+
+def primal_at(x: Any, level: int) -> Any:
+    """The value ``x`` stands for at ``level``: a node's own value, else ``x`` itself."""
+    if isinstance(x, AbstractNode):
+        if x.level == level:
+            return x._primal()
+        return x
+    if type(x) in (list, tuple):
+        return type(x)([primal_at(a, level) for a in x])
+    return x
+
+
+def value(x: Any) -> Any:
+    """The numpy value of a node or ``Dual`` (innermost first), or ``x`` itself.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.value(ad.Variable(2.0) * 3)
+        array(6.)
+    """
+    while isinstance(x, Traced):
+        x = x._primal()
+    return x
+
+
+def _output_item(outputs: tuple, index: int) -> Any:
+    """Item ``index`` of a multi-output call's result (its own recorded operator)."""
+    return outputs[index]
+
+
+_OUTPUT_ITEM = Method.instance(_output_item)

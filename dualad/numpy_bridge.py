@@ -1,0 +1,243 @@
+"""numpy's dispatch protocols and Python's operators for traced objects.
+
+A class that mixes in :class:`NumpyOverloads` and implements ``_primal()`` (its numpy
+value) behaves like an array in plain numpy code: ufuncs go through
+``__array_ufunc__`` (as ``Broadcasted[ufunc]``, gufuncs and ufunc methods as ``Method``),
+other numpy functions through ``__array_function__`` (as ``Method[func]``), and both end
+in :func:`dualad.tracing.apply_operator`.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Variable(np.array([1.0, 2.0]))
+    >>> (np.sin(x) * 2 + x).shape
+    (2,)
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from .operators import Broadcasted, Method
+from .tracing import apply_operator
+
+__all__ = ["NumpyOverloads", "shape_of"]
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of an array, scalar, or traced object."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return np.shape(x)
+    return shape
+
+
+def _refuse_out(name: str, kwargs: dict) -> None:
+    out = kwargs.get("out")
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise TypeError(
+            f"dualad cannot record np.{name}(..., out=...): writing into an existing array "
+            f"hides the result from differentiation. Use the returned value instead, "
+            f"e.g. y = np.{name}(x)."
+        )
+
+
+class NumpyOverloads:
+    """Mixin: numpy protocols, operators, indexing and array attributes."""
+
+    __slots__ = ()
+    __array_priority__ = 1000.0
+
+    def _primal(self) -> Any:
+        raise NotImplementedError
+
+    # numpy protocols -------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        _refuse_out(ufunc.__name__, kwargs)
+        kwargs.pop("out", None)
+        if method == "__call__":
+            op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
+        else:
+            op = Method.instance(getattr(ufunc, method))
+        return apply_operator(op, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        _refuse_out(getattr(func, "__name__", "function"), kwargs)
+        return apply_operator(Method.instance(func), args, kwargs)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(
+            f"dualad: a traced {type(self).__name__} (shape {self.shape}) was converted to a "
+            f"plain numpy array, which would drop its derivative. This happens with "
+            f"np.asarray/np.array on it, or when writing it into a plain array "
+            f"(out = np.empty(n); out[i] = x): allocate with np.empty_like(x) / "
+            f"np.zeros_like(x) instead, and use numpy functions rather than math.*."
+        )
+
+    def __float__(self) -> float:
+        raise TypeError(
+            f"dualad: float() of a traced {type(self).__name__} would drop its derivative. "
+            f"Use numpy functions (np.sin, not math.sin) and keep values as arrays; "
+            f"use ad.value(x) to read the number deliberately."
+        )
+
+    __int__ = __float__
+    __complex__ = __float__
+
+    def __bool__(self) -> bool:
+        return bool(self._primal())
+
+    # attributes ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return shape_of(self._primal())
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return getattr(self._primal(), "dtype", np.dtype(np.float64))
+
+    @property
+    def T(self) -> Any:
+        return np.transpose(self)
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d traced value")
+        return shape[0]
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __getitem__(self, key: Any) -> Any:
+        return apply_operator(Method.instance(operator.getitem), (self, key), {})
+
+    # array methods ---------------------------------------------------------------
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        if len(shape) == 1:
+            shape = shape[0]
+        return np.reshape(self, shape, **kwargs)
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
+        return np.sum(self, *args, **kwargs)
+
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
+        return np.mean(self, *args, **kwargs)
+
+    def prod(self, *args: Any, **kwargs: Any) -> Any:
+        return np.prod(self, *args, **kwargs)
+
+    def max(self, *args: Any, **kwargs: Any) -> Any:
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Any:
+        return np.min(self, *args, **kwargs)
+
+    def dot(self, other: Any) -> Any:
+        return np.dot(self, other)
+
+    def ravel(self) -> Any:
+        return np.ravel(self)
+
+    def flatten(self) -> Any:
+        return np.ravel(self)
+
+    def squeeze(self, axis: Any = None) -> Any:
+        return np.squeeze(self, axis)
+
+    def clip(self, a_min: Any = None, a_max: Any = None) -> Any:
+        return np.clip(self, a_min, a_max)
+
+    # operators -------------------------------------------------------------------
+    def __add__(self, other: Any) -> Any:
+        return np.add(self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return np.add(other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return np.subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return np.subtract(other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return np.multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return np.multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return np.true_divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return np.true_divide(other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return np.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return np.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return np.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return np.remainder(other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return np.power(self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return np.power(other, self)
+
+    def __matmul__(self, other: Any) -> Any:
+        return np.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return np.matmul(other, self)
+
+    def __neg__(self) -> Any:
+        return np.negative(self)
+
+    def __pos__(self) -> Any:
+        return np.positive(self)
+
+    def __abs__(self) -> Any:
+        return np.absolute(self)
+
+    def __lt__(self, other: Any) -> Any:
+        return np.less(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return np.less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return np.greater(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return np.greater_equal(self, other)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return np.equal(self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return np.not_equal(self, other)
+
+    __hash__ = object.__hash__

@@ -1,0 +1,9 @@
+"""Derivative rules for numpy, one module per family; importing this registers them all.
+
+The engine knows no particular function: everything numpy-specific lives here (and, for
+elementwise functions, in the declarative tables under ``rules/``).
+"""
+
+from __future__ import annotations
+
+from . import elementwise, indexing, products, reductions, shapes  # noqa: F401
