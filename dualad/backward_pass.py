@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch import backward, forward, gradient
+from .dispatch import backward, call_rule, forward, gradient
 from .errors import RuleError, ShapeError
 from .nodes import (
     _OUTPUT_ITEM,
@@ -41,13 +41,13 @@ def _parents(node: AbstractNode, level: int) -> list[AbstractNode]:
     if not isinstance(node, CachedNode):
         return []
     found = []
-    for a in node.node.args:
+    for a in node.args:
         if isinstance(a, AbstractNode):
             if a.level == level:
                 found.append(a)
         elif type(a) in (list, tuple):
             found.extend(b for b in a if isinstance(b, AbstractNode) and b.level == level)
-    for a in node.node.kwargs.values():
+    for a in node.kwargs.values():
         if isinstance(a, AbstractNode) and a.level == level:
             found.append(a)
     return found
@@ -121,8 +121,8 @@ def _with_zeros(grad: Any, output: Any) -> Any:
     return grad
 
 
-def _check_rule_result(node: CachedNode, result: Any, values: tuple) -> tuple:
-    op = node.node.op
+def _check_rule_result(node: CachedNode, result: Any, values: Any) -> tuple:
+    op = node.op
     if not isinstance(result, tuple):
         raise RuleError(
             f"the gradient rule for {op!r} returned {type(result).__name__}; it must return "
@@ -139,8 +139,6 @@ def _check_rule_result(node: CachedNode, result: Any, values: tuple) -> tuple:
 
 
 def _check_shape(op: Any, index: int, g: Any, arg_value: Any) -> None:
-    if g is None:
-        return
     gs, vs = shape_of(g), shape_of(arg_value)
     if gs != vs:
         raise ShapeError(
@@ -161,33 +159,58 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
     for key, (_node, seed) in seeds.items():
         grads[key] = _accumulate(grads.get(key), seed)
     leaf_grads: dict[int, Any] = {}
+    pop = grads.pop
     for node in reversed(order):
-        g = grads.pop(id(node), None)
+        g = pop(id(node), None)
         if g is None:
             continue
-        if isinstance(node, LeafNode):
-            leaf_grads[id(node)] = g
+        if type(node) is not CachedNode:
+            if isinstance(node, LeafNode):
+                leaf_grads[id(node)] = g
             continue
-        rec = node.node
         level = node.level
-        if not _parents(node, level):
+        args = node.args
+        values = []
+        needed = False
+        for a in args:
+            if isinstance(a, AbstractNode) and a.level == level:
+                values.append(a._primal())
+                needed = True
+            elif type(a) in (list, tuple):
+                values.append(primal_at(a, level))
+                needed = needed or any(isinstance(b, AbstractNode) and b.level == level
+                                       for b in a)
+            else:
+                values.append(a)
+        if not needed and not any(isinstance(v, AbstractNode) and v.level == level
+                                  for v in node.kwargs.values()):
             continue
-        values = tuple([primal_at(a, level) for a in rec.args])
-        kw = {k: primal_at(v, level) for k, v in rec.kwargs.items()} if rec.kwargs else {}
-        result = gradient(rec.op, _with_zeros(g, node.output), node.output, *values, **kw)
-        result = _check_rule_result(node, result, values)
-        for i, (arg, r) in enumerate(zip(rec.args, result)):
+        op = node.op
+        output = node.output
+        if type(output) in (tuple, list):
+            g = _with_zeros(g, output)
+        if node.kwargs:
+            kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}
+            result = call_rule(gradient, op, g, output, *values, **kw)
+        else:
+            result = call_rule(gradient, op, g, output, *values)
+        if type(result) is not tuple or len(result) != len(values):
+            _check_rule_result(node, result, values)
+        for i, r in enumerate(result):
             if r is None:
                 continue
+            arg = args[i]
             if isinstance(arg, AbstractNode):
                 if arg.level == level:
-                    if rec.op is not _OUTPUT_ITEM:
-                        _check_shape(rec.op, i, r, values[i])
-                    grads[id(arg)] = _accumulate(grads.get(id(arg)), r)
+                    if op is not _OUTPUT_ITEM:
+                        _check_shape(op, i, r, values[i])
+                    key = id(arg)
+                    prev = grads.get(key)
+                    grads[key] = r if prev is None else _accumulate(prev, r)
             elif type(arg) in (list, tuple):
                 for j, (a, rj) in enumerate(zip(arg, r)):
                     if isinstance(a, AbstractNode) and a.level == level and rj is not None:
-                        _check_shape(rec.op, i, rj, values[i][j])
+                        _check_shape(op, i, rj, values[i][j])
                         grads[id(a)] = _accumulate(grads.get(id(a)), rj)
     return leaf_grads
 
@@ -215,8 +238,7 @@ def forward(node: CachedNode) -> Any:  # noqa: F811
     """Re-evaluate ``node``'s graph from its leaves' current values; returns the new output."""
     for n in topological_order([node]):
         if isinstance(n, CachedNode):
-            rec = n.node
-            values = tuple([primal_at(a, n.level) for a in rec.args])
-            kw = {k: primal_at(v, n.level) for k, v in rec.kwargs.items()}
-            n.output = forward(rec.op, *values, **kw)
+            values = tuple([primal_at(a, n.level) for a in n.args])
+            kw = {k: primal_at(v, n.level) for k, v in n.kwargs.items()}
+            n.output = forward(n.op, *values, **kw)
     return node.output

@@ -26,9 +26,26 @@ import plum
 from .errors import MissingRuleError
 from .operators import Broadcasted, Operator
 
-__all__ = ["forward", "gradient", "backward", "missing_rule_message", "rules_dispatcher"]
+__all__ = [
+    "backward",
+    "call_rule",
+    "forward",
+    "gradient",
+    "missing_rule_message",
+    "rules_dispatcher",
+]
 
 rules_dispatcher = plum.Dispatcher()
+
+
+def call_rule(function: plum.Function, *args: Any, **kwargs: Any) -> Any:
+    """Call a plum ``function`` through its type cache, without plum's per-call extras.
+
+    Equivalent to ``function(*args, **kwargs)`` for dualad's rule functions, whose methods
+    declare no return-type conversion; it is the hot path of recording and backward passes.
+    """
+    method, _ = function._resolve_method_with_cache(types=tuple(map(type, args)))
+    return method(*args, **kwargs)
 
 
 def _type_names(args: tuple[Any, ...]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch import forward
+from .dispatch import call_rule, forward
 from .numpy_bridge import NumpyOverloads
 from .operators import Method, Operator
 from .tracing import Traced, recording_paused
@@ -61,7 +61,12 @@ def as_differentiable(x: Any, what: str = "argument") -> Any:
 
 def is_differentiable_output(out: Any) -> bool:
     """Whether a call's result can carry a derivative (floats, or tuples holding floats)."""
-    if isinstance(out, (float, np.floating, Traced)):
+    t = type(out)
+    if t is np.float64 or t is float:
+        return True
+    if t is np.ndarray:
+        return out.dtype.kind in "fc"
+    if isinstance(out, (np.floating, Traced)):
         return True
     if isinstance(out, np.ndarray):
         return out.dtype.kind in "fc"
@@ -77,15 +82,19 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
-        values = tuple([primal_at(a, level) for a in args])
-        kw = {k: primal_at(v, level) for k, v in kwargs.items()} if kwargs else kwargs
-        out = forward(op, *values, **kw)
-        if recording_paused() or not is_differentiable_output(out):
+        values = tuple([a._primal() if isinstance(a, AbstractNode) and a.level == level
+                        else primal_at(a, level) for a in args])
+        if kwargs:
+            kw = {k: primal_at(v, level) for k, v in kwargs.items()}
+            out = call_rule(forward, op, *values, **kw)
+        else:
+            out = call_rule(forward, op, *values)
+        if not is_differentiable_output(out) or recording_paused():
             return out
-        node = CachedNode(Node(op, args, kwargs), out, level)
+        node = CachedNode.recorded(op, args, kwargs, out, level)
         if isinstance(out, (tuple, list)):
             return type(out)(
-                CachedNode(Node(_OUTPUT_ITEM, (node, i), {}), o, level)
+                CachedNode.recorded(_OUTPUT_ITEM, (node, i), {}, o, level)
                 if is_differentiable_output(o) else o
                 for i, o in enumerate(out)
             )
@@ -151,32 +160,42 @@ class Node:
 
 
 class CachedNode(AbstractNode):
-    """A :class:`Node` plus its cached ``output``."""
+    """A :class:`Node` plus its cached ``output``.
 
-    __slots__ = ("node", "output", "level", "__weakref__")
+    The call's parts are stored flat (``op``, ``args``, ``kwargs``) to keep a recorded
+    operation small; ``.node`` gives them as a :class:`Node`.
+    """
+
+    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output")
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
-        self.node = node
+        self.op = node.op
+        self.args = node.args
+        self.kwargs = node.kwargs
         self.output = output
         self.level = level
 
-    @property
-    def op(self) -> Operator:
-        return self.node.op
+    @classmethod
+    def recorded(cls, op: Operator, args: tuple, kwargs: dict, output: Any,
+                 level: int) -> CachedNode:
+        """Build a node from a call's parts without an intermediate :class:`Node`."""
+        self = cls.__new__(cls)
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs
+        self.output = output
+        self.level = level
+        return self
 
     @property
-    def args(self) -> tuple:
-        return self.node.args
-
-    @property
-    def kwargs(self) -> dict:
-        return self.node.kwargs
+    def node(self) -> Node:
+        return Node(self.op, self.args, self.kwargs)
 
     def _primal(self) -> Any:
         return self.output
 
     def __repr__(self) -> str:
-        return f"CachedNode({self.node.op!r}, output={self.output!r})"
+        return f"CachedNode({self.op!r}, output={self.output!r})"
 
 
 def primal_at(x: Any, level: int) -> Any:

@@ -28,6 +28,8 @@ __all__ = ["NumpyOverloads", "shape_of"]
 
 def shape_of(x: Any) -> tuple[int, ...]:
     """The shape of an array, scalar, or traced object."""
+    if type(x) is float or type(x) is int:
+        return ()
     shape = getattr(x, "shape", None)
     if shape is None:
         return np.shape(x)
@@ -42,6 +44,23 @@ def _refuse_out(name: str, kwargs: dict) -> None:
             f"hides the result from differentiation. Use the returned value instead, "
             f"e.g. y = np.{name}(x)."
         )
+
+
+def _binary(ufunc: np.ufunc, reflected: bool = False) -> Any:
+    op = Broadcasted.instance(ufunc)
+
+    if reflected:
+        def method(self: Any, other: Any) -> Any:
+            return apply_operator(op, (other, self), {})
+    else:
+        def method(self: Any, other: Any) -> Any:
+            return apply_operator(op, (self, other), {})
+
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
+    return method
+
+
+_NEGATIVE = Broadcasted.instance(np.negative)
 
 
 class NumpyOverloads:
@@ -164,48 +183,21 @@ class NumpyOverloads:
     def clip(self, a_min: Any = None, a_max: Any = None) -> Any:
         return np.clip(self, a_min, a_max)
 
-    # operators -------------------------------------------------------------------
-    def __add__(self, other: Any) -> Any:
-        return np.add(self, other)
-
-    def __radd__(self, other: Any) -> Any:
-        return np.add(other, self)
-
-    def __sub__(self, other: Any) -> Any:
-        return np.subtract(self, other)
-
-    def __rsub__(self, other: Any) -> Any:
-        return np.subtract(other, self)
-
-    def __mul__(self, other: Any) -> Any:
-        return np.multiply(self, other)
-
-    def __rmul__(self, other: Any) -> Any:
-        return np.multiply(other, self)
-
-    def __truediv__(self, other: Any) -> Any:
-        return np.true_divide(self, other)
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return np.true_divide(other, self)
-
-    def __floordiv__(self, other: Any) -> Any:
-        return np.floor_divide(self, other)
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return np.floor_divide(other, self)
-
-    def __mod__(self, other: Any) -> Any:
-        return np.remainder(self, other)
-
-    def __rmod__(self, other: Any) -> Any:
-        return np.remainder(other, self)
-
-    def __pow__(self, other: Any) -> Any:
-        return np.power(self, other)
-
-    def __rpow__(self, other: Any) -> Any:
-        return np.power(other, self)
+    # operators (straight to the ufunc's operator, skipping numpy's protocol lookup) -------
+    __add__ = _binary(np.add)
+    __radd__ = _binary(np.add, reflected=True)
+    __sub__ = _binary(np.subtract)
+    __rsub__ = _binary(np.subtract, reflected=True)
+    __mul__ = _binary(np.multiply)
+    __rmul__ = _binary(np.multiply, reflected=True)
+    __truediv__ = _binary(np.true_divide)
+    __rtruediv__ = _binary(np.true_divide, reflected=True)
+    __floordiv__ = _binary(np.floor_divide)
+    __rfloordiv__ = _binary(np.floor_divide, reflected=True)
+    __mod__ = _binary(np.remainder)
+    __rmod__ = _binary(np.remainder, reflected=True)
+    __pow__ = _binary(np.power)
+    __rpow__ = _binary(np.power, reflected=True)
 
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
@@ -214,7 +206,7 @@ class NumpyOverloads:
         return np.matmul(other, self)
 
     def __neg__(self) -> Any:
-        return np.negative(self)
+        return apply_operator(_NEGATIVE, (self,), {})
 
     def __pos__(self) -> Any:
         return np.positive(self)
