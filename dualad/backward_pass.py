@@ -121,7 +121,7 @@ def _with_zeros(grad: Any, output: Any) -> Any:
     return grad
 
 
-def _check_rule_result(node: CachedNode, result: Any, values: Any) -> tuple:
+def _check_rule_result(node: CachedNode, result: Any, values: Any):
     op = node.op
     if not isinstance(result, tuple):
         raise RuleError(
@@ -228,7 +228,7 @@ def backward(node: AbstractNode, seed: Any = None) -> None:  # noqa: F811
 
 @gradient.dispatch
 def gradient(op: Method[_output_item], grad: Any, output: Any, outputs: Any,  # noqa: F811
-             index: Any) -> tuple:
+             index: Any):
     """The gradient of picking item ``index`` of a multi-output call."""
     return (tuple(grad if j == index else None for j in range(len(outputs))), None)
 

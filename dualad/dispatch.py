@@ -97,7 +97,7 @@ def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
 
 
 @rules_dispatcher
-def gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+def gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any):
     """Gradients of ``op(*args)`` for the reverse pass: one entry per positional argument."""
     raise MissingRuleError(missing_rule_message(op, args, "reverse"))
 
