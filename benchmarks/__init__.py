@@ -1,0 +1,1 @@
+"""dualad benchmarks: ``python -m benchmarks`` runs them and writes BENCHMARKS.md."""

@@ -1,0 +1,208 @@
+"""Forward-mode elementwise kernels: numpy formulas vs fused numba loops vs dualad.Dual."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import numpy as np
+
+from .common import BASELINE, DUALAD, REFERENCE, Bench, Skip, note, require_dualad
+
+TITLE = "forward-mode elementwise op on n values carrying k tangent directions"
+DESCRIPTION = """
+One elementwise op on a dual array: value shape (n,), partials shape (n, k). Baseline:
+plain numpy formulas on (x.value, x.partials), e.g. sin: (np.sin(v), np.cos(v)[:, None]
+* p); multiply: (a*b, b[:, None]*ap + a[:, None]*bp). Reference: a fused numba loop
+computing value and partials in one pass (compilation excluded). dualad rows apply the
+numpy function to ad.Dual(value, partials); "dualad Dual [numpy]" / "[numba]" select the
+forward-mode kernel backend through dualad.dual_kernels when that module offers a switch.
+max abs err is against the baseline's partials.
+"""
+
+OPS = ("sin", "exp", "multiply")
+
+
+# -- baseline: numpy formulas on (value, partials) ------------------------------------
+
+
+def numpy_formula(op):
+    """(value, partials) -> (value, partials) with plain numpy."""
+    if op == "sin":
+        return lambda v, p: (np.sin(v), np.cos(v)[:, None] * p)
+    if op == "exp":
+
+        def exp(v, p):
+            e = np.exp(v)
+            return e, e[:, None] * p
+
+        return exp
+    if op == "multiply":
+        return lambda a, ap, b, bp: (a * b, b[:, None] * ap + a[:, None] * bp)
+    raise ValueError(op)
+
+
+# -- reference: fused numba loops ------------------------------------------------------
+
+_NUMBA = {}
+
+
+def numba_fused(op):
+    """A fused numba kernel for op (compiled on first use)."""
+    if op in _NUMBA:
+        return _NUMBA[op]
+    try:
+        import numba
+    except ImportError as exc:
+        raise Skip("numba not installed") from exc
+
+    if op in ("sin", "exp"):
+        fun = np.sin if op == "sin" else np.exp
+        op_is_sin = op == "sin"
+
+        @numba.njit(cache=False)
+        def unary(v, p):
+            n, k = p.shape
+            out = np.empty(n)
+            outp = np.empty((n, k))
+            for i in range(n):
+                x = v[i]
+                y = fun(x)
+                d = np.cos(x) if op_is_sin else y
+                out[i] = y
+                for j in range(k):
+                    outp[i, j] = d * p[i, j]
+            return out, outp
+
+        kern = unary
+    else:
+
+        @numba.njit(cache=False)
+        def mul(a, ap, b, bp):
+            n, k = ap.shape
+            out = np.empty(n)
+            outp = np.empty((n, k))
+            for i in range(n):
+                x, y = a[i], b[i]
+                out[i] = x * y
+                for j in range(k):
+                    outp[i, j] = y * ap[i, j] + x * bp[i, j]
+            return out, outp
+
+        kern = mul
+    _NUMBA[op] = kern
+    return kern
+
+
+# -- dualad ----------------------------------------------------------------------------
+
+
+def backend_switch(name):
+    """Context manager selecting dualad's forward-mode kernel backend ("numpy"/"numba").
+
+    The single wiring point for the backend switch of ``dualad.dual_kernels``: it uses
+    ``use_backend(name)`` / ``backend(name)`` (context managers) or ``set_backend(name)``
+    with ``get_backend()``, whichever the module has. Raises Skip when there is none.
+    """
+    try:
+        mod = importlib.import_module("dualad.dual_kernels")
+    except ImportError as exc:
+        raise Skip("dualad.dual_kernels does not exist yet") from exc
+    for attr in ("use_backend", "backend"):
+        fn = getattr(mod, attr, None)
+        if callable(fn):
+            return fn(name)
+    setter = getattr(mod, "set_backend", None)
+    if callable(setter):
+
+        @contextlib.contextmanager
+        def ctx():
+            getter = getattr(mod, "get_backend", None)
+            old = getter() if callable(getter) else None
+            setter(name)
+            try:
+                yield
+            finally:
+                if old is not None:
+                    setter(old)
+
+        return ctx()
+    raise Skip("dualad.dual_kernels has no backend switch yet")
+
+
+def dualad_op(op):
+    """(value, partials, ...) -> Dual: np.<op> applied to dualad.Dual inputs."""
+    ad = require_dualad()
+    fun = getattr(np, op)
+
+    def call(*args):
+        duals = [ad.Dual(args[i], args[i + 1]) for i in range(0, len(args), 2)]
+        return lambda: fun(*duals)
+
+    call.prepared = True
+    return call
+
+
+def bind(fun, args):
+    """A zero-argument callable running ``fun(*args)`` (Duals are built once, untimed)."""
+    if getattr(fun, "prepared", False):
+        return fun(*args)
+    return lambda: fun(*args)
+
+
+def _pair(result):
+    """(value, partials) from a Dual or a (value, partials) tuple."""
+    if isinstance(result, tuple):
+        return result
+    return np.asarray(result.value), np.asarray(result.partials)
+
+
+def sizes(quick):
+    """(ns, ks)."""
+    if quick:
+        return (10, 10_000), (1, 4)
+    return (10, 100, 1_000, 10_000, 100_000, 1_000_000), (1, 4, 16)
+
+
+def run(quick: bool = False):
+    """Rows for each op, n and k."""
+    bench = Bench("kernels")
+    rng = np.random.default_rng(3)
+    ns, ks = sizes(quick)
+    ops = ("sin", "multiply") if quick else OPS
+    note("kernels: numba times exclude compilation (done in the untimed warm-up)")
+    for op in ops:
+        for k in ks:
+            for n in ns:
+                nargs = 2 if op == "multiply" else 1
+                args = []
+                for _ in range(nargs):
+                    args += [rng.standard_normal(n), rng.standard_normal((n, k))]
+                want = numpy_formula(op)(*args)
+
+                def check(result, want=want):
+                    v, p = _pair(result)
+                    err = max(np.max(np.abs(v - want[0])), np.max(np.abs(p - want[1])))
+                    return {"max abs err": f"{float(err):.1e}"}
+
+                methods = [
+                    ("numpy formulas", BASELINE, numpy_formula, None),
+                    ("numba fused", REFERENCE, numba_fused, None),
+                    ("dualad Dual", DUALAD, dualad_op, None),
+                    ("dualad Dual [numpy]", DUALAD, dualad_op, "numpy"),
+                    ("dualad Dual [numba]", DUALAD, dualad_op, "numba"),
+                ]
+                for method, kind, builder, backend in methods:
+                    bench.time(
+                        f"{op} n={n:,} k={k}",
+                        method,
+                        kind,
+                        lambda b=builder, op=op, a=args: bind(b(op), a),
+                        size=n,
+                        check=check,
+                        series=method,
+                        panel=f"{op}, k={k}",
+                        budget=1.0,
+                        context=None if backend is None else (lambda b=backend: backend_switch(b)),
+                    )
+    return bench.rows
