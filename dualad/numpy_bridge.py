@@ -23,7 +23,7 @@ import numpy as np
 from .operators import Broadcasted, Method
 from .tracing import apply_operator
 
-__all__ = ["NumpyOverloads", "shape_of"]
+__all__ = ["NumpyOverloads", "lift_object_array", "shape_of"]
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -34,6 +34,27 @@ def shape_of(x: Any) -> tuple[int, ...]:
     if shape is None:
         return np.shape(x)
     return shape
+
+
+def lift_object_array(x: Any) -> Any:
+    """An object array holding traced values (``np.array([a, b])``) as one traced array.
+
+    Anything else is returned unchanged.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> v = ad.Variable(2.0)
+        >>> type(lift_object_array(np.array([v, v * v]))).__name__
+        'CachedNode'
+    """
+    if not (isinstance(x, np.ndarray) and x.dtype == object):
+        return x
+    items = [lift_object_array(item) for item in x.reshape(-1)]
+    if not any(isinstance(item, NumpyOverloads) for item in items):
+        return np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        return items[0]
+    return np.reshape(np.stack(items), x.shape + tuple(np.shape(items[0])))
 
 
 def _refuse_out(name: str, kwargs: dict) -> None:
@@ -87,12 +108,18 @@ class NumpyOverloads:
         return apply_operator(Method.instance(func), args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if dtype is None or np.dtype(dtype) == object:
+            # np.array([x, y]) of traced values: an object array that holds them; the
+            # transforms turn it back into one traced array (see lift_object_array).
+            holder = np.empty((), dtype=object)
+            holder[()] = self
+            return holder
         raise TypeError(
             f"dualad: a traced {type(self).__name__} (shape {self.shape}) was converted to a "
-            f"plain numpy array, which would drop its derivative. This happens with "
-            f"np.asarray/np.array on it, or when writing it into a plain array "
-            f"(out = np.empty(n); out[i] = x): allocate with np.empty_like(x) / "
-            f"np.zeros_like(x) instead, and use numpy functions rather than math.*."
+            f"plain {np.dtype(dtype)} array, which would drop its derivative. This happens "
+            f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
+            f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
+            f"rather than math.*."
         )
 
     def __float__(self) -> float:
@@ -233,3 +260,22 @@ class NumpyOverloads:
         return np.not_equal(self, other)
 
     __hash__ = object.__hash__
+
+
+def _object_loop_method(ufunc: np.ufunc) -> Any:
+    def method(self: Any) -> Any:
+        return ufunc(self)
+
+    method.__name__ = ufunc.__name__
+    method.__doc__ = f"np.{ufunc.__name__}(self): numpy's object-array loops call this."
+    return method
+
+
+# numpy evaluates a unary ufunc on an object array by calling the method of that name
+# on each element, so traced values inside np.array([...]) keep working.
+for _name in dir(np):
+    _ufunc = getattr(np, _name)
+    if (isinstance(_ufunc, np.ufunc) and _ufunc.nin == 1 and _ufunc.nout == 1
+            and not hasattr(NumpyOverloads, _ufunc.__name__)):
+        setattr(NumpyOverloads, _ufunc.__name__, _object_loop_method(_ufunc))
+del _name, _ufunc

@@ -20,7 +20,7 @@ import numpy as np
 from .backward_pass import reverse_pass
 from .errors import ShapeError
 from .nodes import AbstractNode, Variable, as_differentiable
-from .numpy_bridge import shape_of
+from .numpy_bridge import lift_object_array, shape_of
 from .tracing import Traced, new_level
 from .trees import tree_flatten, tree_unflatten
 
@@ -139,7 +139,7 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[...,
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         nums, single = normalize_argnums(argnums, len(args), fname)
         inputs = _Inputs(args, nums, fname)
-        out = f(*inputs.args, **kwargs)
+        out = lift_object_array(f(*inputs.args, **kwargs))
         _check_output(out, fname)
         if isinstance(out, (tuple, list, dict)):
             raise ValueError(
@@ -194,6 +194,7 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     out = f(*inputs.args)
     _check_output(out, fname)
     out_leaves, out_spec = tree_flatten(out)
+    out_leaves = [lift_object_array(o) for o in out_leaves]
     level = inputs.level
     values = tree_unflatten(out_spec, [to_user(_output_value(o, level)) for o in out_leaves])
 
@@ -215,7 +216,7 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
 def _jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
                       kwargs: dict, fname: str) -> list[Any]:
     inputs = _Inputs(args, nums, fname)
-    out = f(*inputs.args, **kwargs)
+    out = lift_object_array(f(*inputs.args, **kwargs))
     _check_output(out, fname)
     level = inputs.level
     out_shape = shape_of(out)
