@@ -73,7 +73,8 @@ def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
     names = [f"x{i}" if len(args) > 1 else "x" for i in range(len(args))]
     params = ", ".join(names)
     if mode == "reverse":
-        grads = ", ".join(f"grad * <d{label}/d{n}>" for n in names)
+        short = label.removeprefix("np.")
+        grads = ", ".join(f"grad * <d {short}/d {n}>" for n in names)
         method = (
             f"    @ad.gradient.dispatch\n"
             f"    def gradient(op: ad.{kind}[{label}], grad, output, {params}):\n"
@@ -87,13 +88,16 @@ def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
             f"        return ad.Dual(value, partials, tag)"
         )
         what = "forward-mode (tangent)"
-    return (
+    message = (
         f"dualad has no {what} rule for {label} called with ({_type_names(args)}). "
-        f"Add one with a dispatch method, e.g.\n\n{method}\n\n"
-        f"or, for an elementwise function, one line: "
-        f"ad.define_rule({label}, args=({', '.join(repr(n) for n in names)},), "
-        f"derivatives=(...))."
+        f"Add one with a dispatch method, e.g.\n\n{method}\n"
     )
+    if kind == "Broadcasted":
+        message += (
+            f"\nor, for an elementwise function, one line: ad.define_rule({label}, "
+            f"args=({', '.join(repr(n) for n in names)},), derivatives=(...))."
+        )
+    return message
 
 
 @rules_dispatcher
