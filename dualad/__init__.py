@@ -22,6 +22,7 @@ from .errors import (
     TagMismatchError,
 )
 from .gradcheck import gradcheck
+from .scipy_interop import ode_jacobian
 from .nodes import AbstractNode, CachedNode, LeafNode, Node, Variable, value
 from .operators import Broadcasted, Method, Operator
 from .tracing import pause_recording, primitive, register
@@ -51,6 +52,7 @@ __all__ = [
     "gradient",
     "hessian",
     "jacobian",
+    "ode_jacobian",
     "pause_recording",
     "primitive",
     "register",
