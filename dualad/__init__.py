@@ -22,9 +22,10 @@ from .errors import (
     TagMismatchError,
 )
 from .gradcheck import gradcheck
-from .scipy_interop import ode_jacobian
 from .nodes import AbstractNode, CachedNode, LeafNode, Node, Variable, value
 from .operators import Broadcasted, Method, Operator
+from .rule_generator import define_rule
+from .scipy_interop import ode_jacobian
 from .tracing import pause_recording, primitive, register
 from .transforms import grad, hessian, jacobian, value_and_grad, vjp
 from .unbroadcast import unbroadcast
@@ -46,6 +47,7 @@ __all__ = [
     "TagMismatchError",
     "Variable",
     "backward",
+    "define_rule",
     "forward",
     "grad",
     "gradcheck",
