@@ -9,6 +9,7 @@ import numpy as np
 from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, max_abs_err, require, require_dualad
 
 TITLE = "Jacobian of the 2-D Brusselator on an N x N periodic grid (2N² states)"
+XLABEL = "states (2N²)"
 DESCRIPTION = """
 du = B + u²v - (A+1)u + alpha ∇²u, dv = A u - u²v + alpha ∇²v with A = 3.4, B = 1,
 alpha = 10, on an N x N periodic grid of spacing 1/N (5-point Laplacian via np.roll);

@@ -15,6 +15,7 @@ from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, Row, peer, short_e
 from .timing import Timing
 
 TITLE = "import time and first-use (compile) cost, each in a fresh interpreter"
+XLABEL = "(one run)"
 DESCRIPTION = """
 Wall time of `python -c "import X"` in a new subprocess (median of several; bytecode
 caches written by an untimed first run). Baseline: `import numpy` (which dualad needs).

@@ -10,11 +10,13 @@ import numpy as np
 from .common import BASELINE, DUALAD, REFERENCE, Bench, Skip, note, require_dualad
 
 TITLE = "forward-mode elementwise op on n values carrying k tangent directions"
+XLABEL = "n (values)"
 DESCRIPTION = """
 One elementwise op on a dual array: value shape (n,), partials shape (n, k). Baseline:
 plain numpy formulas on (x.value, x.partials), e.g. sin: (np.sin(v), np.cos(v)[:, None]
 * p); multiply: (a*b, b[:, None]*ap + a[:, None]*bp). Reference: a fused numba loop
-computing value and partials in one pass (compilation excluded). dualad rows apply the
+computing value and partials in one pass into numpy-allocated outputs, laid out as
+dualad's generated kernels are (compilation excluded). dualad rows apply the
 numpy function to ad.Dual(value, partials); "dualad Dual [numpy]" / "[numba]" select the
 forward-mode kernel backend through dualad.dual_kernels when that module offers a switch.
 max abs err is against the baseline's partials.
@@ -48,7 +50,11 @@ _NUMBA = {}
 
 
 def numba_fused(op):
-    """A fused numba kernel for op (compiled on first use)."""
+    """A fused numba kernel for op, called as dualad's generated kernels are.
+
+    The loop writes value and partials in one pass into output arrays allocated by numpy
+    (outer loop over elements, inner loop over the k directions).
+    """
     if op in _NUMBA:
         return _NUMBA[op]
     try:
@@ -61,35 +67,36 @@ def numba_fused(op):
         op_is_sin = op == "sin"
 
         @numba.njit(cache=False)
-        def unary(v, p):
-            n, k = p.shape
-            out = np.empty(n)
-            outp = np.empty((n, k))
-            for i in range(n):
+        def unary(v, p, out, outp):
+            for i in range(out.shape[0]):
                 x = v[i]
                 y = fun(x)
                 d = np.cos(x) if op_is_sin else y
                 out[i] = y
-                for j in range(k):
+                for j in range(outp.shape[1]):
                     outp[i, j] = d * p[i, j]
+
+        def kern(v, p):
+            out, outp = np.empty(v.shape), np.empty(p.shape)
+            unary(v, p, out, outp)
             return out, outp
 
-        kern = unary
     else:
 
         @numba.njit(cache=False)
-        def mul(a, ap, b, bp):
-            n, k = ap.shape
-            out = np.empty(n)
-            outp = np.empty((n, k))
-            for i in range(n):
-                x, y = a[i], b[i]
+        def mul(a, ap, b, bp, out, outp):
+            for i in range(out.shape[0]):
+                x = a[i]
+                y = b[i]
                 out[i] = x * y
-                for j in range(k):
+                for j in range(outp.shape[1]):
                     outp[i, j] = y * ap[i, j] + x * bp[i, j]
+
+        def kern(a, ap, b, bp):
+            out, outp = np.empty(a.shape), np.empty(ap.shape)
+            mul(a, ap, b, bp, out, outp)
             return out, outp
 
-        kern = mul
     _NUMBA[op] = kern
     return kern
 

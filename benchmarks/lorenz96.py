@@ -17,6 +17,7 @@ from .common import (
 )
 
 TITLE = "dense Jacobian of Lorenz-96, f(x) = (roll(x,-1) - roll(x,2)) * roll(x,1) - x + 8"
+XLABEL = "n (states)"
 DESCRIPTION = """
 Full n x n Jacobian of the Lorenz-96 right-hand side written with np.roll, at a random
 point. Baseline: the analytic Jacobian filled in with numpy fancy indexing. References:

@@ -13,6 +13,7 @@ from .common import BASELINE, DUALAD, PEER, Bench, Row, require, require_dualad,
 from .timing import measure
 
 TITLE = "memory per recorded operation over a long scalar chain"
+XLABEL = "ops in the chain"
 DESCRIPTION = """
 Records a chain of n scalar ops (cycling np.sin, * 1.0001, + 0.1) starting from a leaf
 (ad.Variable, a torch tensor with requires_grad, autograd's traced value) and measures:

@@ -7,6 +7,7 @@ import numpy as np
 from .common import BASELINE, DUALAD, PEER, Bench, require, require_dualad, to_numpy
 
 TITLE = "per-op overhead of a scalar elementwise chain (times are µs per op)"
+XLABEL = "ops in the chain"
 DESCRIPTION = """
 A chain of n scalar operations cycling np.sin, * 1.0001, + 0.1, starting at x = 0.5;
 gradient (forward + backward pass) of the final value. Every time in this table is the

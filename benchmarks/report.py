@@ -144,7 +144,7 @@ def markdown(rows, modules, machine, *, quick, elapsed, argv=None) -> str:
     return "\n".join(out)
 
 
-def plots(rows: list[Row], directory: Path) -> list[Path]:
+def plots(rows: list[Row], directory: Path, modules=None) -> list[Path]:
     """One PNG per benchmark (time vs size, one line per method, log axes)."""
     try:
         import matplotlib
@@ -178,7 +178,7 @@ def plots(rows: list[Row], directory: Path) -> list[Path]:
                 ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o" + style, ms=4, capsize=2, label=label)
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel("problem size")
+            ax.set_xlabel(getattr((modules or {}).get(name), "XLABEL", "problem size"))
             ax.set_ylabel("time per call (µs)")
             ax.set_title(f"{name} {panel}".strip())
             ax.grid(True, which="both", alpha=0.3)

@@ -97,7 +97,13 @@ def _version(name: str, mod) -> str:
     return str(ver)
 
 
-def machine_lines(threads: int) -> list[str]:
+def _load() -> str:
+    if not hasattr(os, "getloadavg"):
+        return "?"
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine_lines(threads: int, load_start: str = "?") -> list[str]:
     """Lines describing the machine, versions and thread settings."""
     import numpy as np
 
@@ -114,6 +120,8 @@ def machine_lines(threads: int) -> list[str]:
     versions.append(f"dualad {_version('dualad', mod) if mod else '(does not import)'}")
     env = ", ".join(f"{v}={os.environ.get(v, '')}" for v in THREAD_VARS[:4])
     return [
+        f"- Load average (1, 5, 15 min) at start: {load_start}; at end: {_load()}"
+        " (other processes on the machine add noise)",
         f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores; {platform.system()} {platform.release()}",
         f"- Versions: {', '.join(versions)}",
         f"- Threads: {threads} ({env}; torch.set_num_threads({threads})"
@@ -161,11 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         timing.configure(repeat=3, warmup=1, target=0.002, budget=0.3, min_repeat=2)
     names = args.names or NAMES
+    load_start = _load()
     t0 = time.perf_counter()
     rows, modules = run(names, args.quick)
     elapsed = time.perf_counter() - t0
     text = report.markdown(
-        rows, modules, machine_lines(args.threads), quick=args.quick, elapsed=elapsed, argv=argv
+        rows,
+        modules,
+        machine_lines(args.threads, load_start),
+        quick=args.quick,
+        elapsed=elapsed,
+        argv=argv,
     )
     summary = report.summary(rows)
     print()
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(text)
         print(f"wrote {out}")
         if not args.no_plots:
-            for path in report.plots(rows, Path(args.plots)):
+            for path in report.plots(rows, Path(args.plots), modules):
                 print(f"wrote {path}")
     else:
         print(text)

@@ -9,6 +9,7 @@ import numpy as np
 from .common import BASELINE, DUALAD, PEER, Bench, require, require_dualad, to_numpy
 
 TITLE = "value and derivative of sigmoid(sigmoid(sigmoid(x))) at x = 0.5"
+XLABEL = "(one point)"
 DESCRIPTION = """
 sigmoid(x) = 1 / (1 + exp(-x)) composed three times, value and derivative at the scalar
 x = 0.5: the fixed cost of one small transform call. Baseline: hand-written analytic

@@ -7,6 +7,7 @@ import numpy as np
 from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, require, require_dualad
 
 TITLE = "scipy.integrate.solve_ivp(method='BDF'): Jacobian sources"
+XLABEL = "states"
 DESCRIPTION = """
 Whole solve_ivp(method="BDF") wall time on the Robertson problem (3 states, t in
 [0, 1e5]) and the 1-D Brusselator (Hairer & Wanner: A = 1, B = 3, alpha = 1/50,

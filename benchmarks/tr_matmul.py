@@ -7,6 +7,7 @@ import numpy as np
 from .common import BASELINE, DUALAD, PEER, Bench, max_abs_err, require, require_dualad, to_numpy
 
 TITLE = "gradient of tr(x1 @ x2) w.r.t. x1 and x2"
+XLABEL = "n (matrices n x n)"
 DESCRIPTION = """
 Reverse-mode gradient of the scalar tr(x1 @ x2) with respect to both n x n arguments
 (one call returns both gradients). Baseline: hand-written numpy (z = x1 @ x2, then
