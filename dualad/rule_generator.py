@@ -357,25 +357,25 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     if len(kinds) == 1:
         kind = kinds[0]
         if kind == "expr" and quiet:
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any) -> tuple:
+            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 with np.errstate(divide="ignore", invalid="ignore"):
                     (d,) = derivatives(x, output)
                     return (multiply(grad, d),)
         elif kind == "expr":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any) -> tuple:
+            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (multiply(grad, derivatives(x, output)[0]),)
         elif kind == "one":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any) -> tuple:
+            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (grad,)
         elif kind == "minus_one":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any) -> tuple:
+            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (np.negative(grad),)
         else:  # zero
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any) -> tuple:
+            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (np.zeros(shape_of(x)),)
         return unary
 
-    def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+    def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
         if need:
             if quiet:
                 with np.errstate(divide="ignore", invalid="ignore"):
