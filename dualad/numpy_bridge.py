@@ -198,11 +198,11 @@ class NumpyOverloads:
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
 
-    def ravel(self) -> Any:
-        return np.ravel(self)
+    def ravel(self, order: str = "C") -> Any:
+        return np.ravel(self, order)
 
-    def flatten(self) -> Any:
-        return np.ravel(self)
+    def flatten(self, order: str = "C") -> Any:
+        return np.ravel(self, order)
 
     def squeeze(self, axis: Any = None) -> Any:
         return np.squeeze(self, axis)

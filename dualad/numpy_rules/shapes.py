@@ -22,13 +22,33 @@ from ._signatures import bind
 @gradient.dispatch
 def _reshape(op: Method[np.reshape], grad: Any, output: Any, x: Any, *args: Any,
              **kwargs: Any) -> tuple:
-    return (np.reshape(grad, shape_of(x)),) + (None,) * len(args)
+    order = bind(("a", "shape", "order"), (x,) + args, kwargs).get("order") or "C"
+    return (_unflatten(grad, x, order),) + (None,) * len(args)
 
 
 @gradient.dispatch
 def _ravel(op: Method[np.ravel], grad: Any, output: Any, x: Any, *args: Any,
            **kwargs: Any) -> tuple:
-    return (np.reshape(grad, shape_of(x)),) + (None,) * len(args)
+    order = bind(("a", "order"), (x,) + args, kwargs).get("order") or "C"
+    return (_unflatten(grad, x, order),) + (None,) * len(args)
+
+
+def _unflatten(grad: Any, x: Any, order: str) -> Any:
+    """``grad`` of a reshape of ``x`` read in ``order``, back in ``x``'s shape."""
+    if order not in ("C", "F"):
+        base = x
+        while not isinstance(base, np.ndarray) and hasattr(base, "_primal"):
+            base = base._primal()
+        base = np.asarray(base)
+        if order == "A":  # Fortran order for Fortran-contiguous x, else C order
+            order = "F" if base.flags.f_contiguous and not base.flags.c_contiguous else "C"
+    if order in ("C", "F"):
+        return np.reshape(grad, shape_of(x), order=order)
+    # ravel(order="K") reads x in its memory layout: find where each read entry came from.
+    where = np.empty_like(base, dtype=np.intp)
+    where[...] = np.arange(where.size).reshape(where.shape)
+    source = np.ravel(where, order=order)
+    return np.reshape(np.reshape(grad, (-1,))[np.argsort(source)], shape_of(x))
 
 
 @gradient.dispatch
