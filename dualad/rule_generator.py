@@ -39,6 +39,7 @@ from .rule_language import (
     Derivative,
     check_arg_names,
     compile_derivatives,
+    constant_value,
     kernel_masks,
     kernel_module_source,
     kernel_name,
@@ -62,23 +63,35 @@ __all__ = [
     "traced_function",
 ]
 
-# Calls whose derivatives never divide by zero nor leave their domain: no errstate needed.
-_QUIET_FUNCTIONS = frozenset(
-    "sin cos exp exp2 sinh cosh tanh arctan sign abs absolute fabs where square negative "
-    "positive floor ceil trunc rint maximum minimum".split()
+# Functions that can divide by zero or leave their domain where the rule's function did
+# not (sqrt'(0) = 0.5 / 0); rules calling them, or dividing by or raising to a
+# non-constant, evaluate their derivatives with numpy's divide/invalid warnings off.
+_RISKY_FUNCTIONS = frozenset(
+    (
+        "log", "log2", "log10", "log1p", "sqrt", "arcsin", "arccos", "arccosh", "arctanh",
+        "power", "float_power", "reciprocal", "floor_divide", "remainder", "fmod",
+    )
 )
 
 
 def _may_warn(derivs: Sequence[Derivative]) -> bool:
-    for d in derivs:
-        if d.tree is None:
-            continue
-        for node in ast.walk(d.tree):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Pow)):
+    """Whether evaluating the derivatives may emit numpy divide/invalid warnings."""
+
+    def risky(node: ast.AST) -> bool:
+        if isinstance(node, ast.expr) and constant_value(node) is not None:
+            return False
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if constant_value(node.right) is None:
                 return True
-            if isinstance(node, ast.Call) and node.func.id not in _QUIET_FUNCTIONS:  # type: ignore[attr-defined]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            p = constant_value(node.right)
+            if p is None or p < 0 or p != int(p):
                 return True
-    return False
+        elif isinstance(node, ast.Call) and node.func.id in _RISKY_FUNCTIONS:  # type: ignore[attr-defined]
+            return True
+        return any(risky(child) for child in ast.iter_child_nodes(node))
+
+    return any(d.tree is not None and risky(d.tree) for d in derivs)
 
 
 class ElementwiseRule:
@@ -375,13 +388,8 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
                 return (np.zeros(shape_of(x)),)
         return unary
 
-    def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
-        if need:
-            if quiet:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ds = derivatives(*args, output)
-            else:
-                ds = derivatives(*args, output)
+    def body(grad: Any, output: Any, args: tuple) -> tuple:
+        ds = derivatives(*args, output) if need else ()
         result = []
         for i, (kind, a) in enumerate(zip(kinds, args)):
             if kind == "none":
@@ -393,13 +401,16 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
             elif kind == "minus_one":
                 result.append(unbroadcast(np.negative(grad), shape_of(a)))
             else:
-                if quiet:
-                    with np.errstate(invalid="ignore"):
-                        g = multiply(grad, ds[i])
-                else:
-                    g = multiply(grad, ds[i])
-                result.append(unbroadcast(g, shape_of(a)))
+                result.append(unbroadcast(multiply(grad, ds[i]), shape_of(a)))
         return tuple(result)
+
+    if quiet:
+        def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return body(grad, output, args)
+    else:
+        def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
+            return body(grad, output, args)
 
     return nary
 

@@ -38,6 +38,7 @@ __all__ = [
     "SCIPY_FUNCTIONS",
     "Derivative",
     "check_arg_names",
+    "constant_value",
     "compile_derivatives",
     "kernel_masks",
     "kernel_module_source",
@@ -238,23 +239,28 @@ class _Checker:
         return node.func.id
 
 
-def _fold(node: ast.expr) -> float | None:
-    """The value of a subexpression without names, else ``None``."""
+def constant_value(node: ast.expr) -> float | None:
+    """The value of a checked subexpression without names, else ``None``.
+
+    Example:
+        >>> constant_value(ast.parse("2 * pi", mode="eval").body)
+        6.283185307179586
+    """
     if isinstance(node, ast.Constant):
         return float(node.value)
     if isinstance(node, ast.Name):
         return _CONSTANTS.get(node.id)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _fold(node.operand)
+        v = constant_value(node.operand)
         return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        a, b = _fold(node.left), _fold(node.right)
+        a, b = constant_value(node.left), constant_value(node.right)
         if a is None or b is None:
             return None
         with np.errstate(all="ignore"):
             return float(getattr(np, _BINARY[type(node.op)][0])(a, b))
     if isinstance(node, ast.Call) and node.func.id in _NUMPY_NAMES and node.func.id != "where":  # type: ignore[attr-defined]
-        vals = [_fold(a) for a in node.args]
+        vals = [constant_value(a) for a in node.args]
         if any(v is None for v in vals):
             return None
         with np.errstate(all="ignore"):
@@ -312,7 +318,7 @@ def parse_expression(
         raise _fail(f"invalid syntax ({exc.msg})", table=table, entry=entry, text=text) from None
     checker = _Checker(arg_names, table, entry, text)
     checker.value(tree)
-    return Derivative(text, tree, frozenset(checker.names), _fold(tree))
+    return Derivative(text, tree, frozenset(checker.names), constant_value(tree))
 
 
 # -- translation -----------------------------------------------------------------------
@@ -349,7 +355,7 @@ class _PythonWriter:
         return k
 
     def count(self, node: ast.expr) -> None:
-        if _fold(node) is not None or isinstance(node, ast.Name):
+        if constant_value(node) is not None or isinstance(node, ast.Name):
             return
         k = self.key(node)
         self.counts[k] = self.counts.get(k, 0) + 1
@@ -366,7 +372,7 @@ class _PythonWriter:
         return repr(float(v))
 
     def emit(self, node: ast.expr) -> str:
-        folded = _fold(node)
+        folded = constant_value(node)
         if folded is not None:
             return self.const(folded)
         if isinstance(node, ast.Name):
@@ -385,7 +391,7 @@ class _PythonWriter:
     def build(self, node: ast.expr) -> str:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Pow):
-                p = _fold(node.right)
+                p = constant_value(node.right)
                 base = self.emit(node.left)
                 if p == 2.0:
                     return f"_np.square({base})"
@@ -491,7 +497,7 @@ class _NumbaWriter(_PythonWriter):
             if isinstance(node.op, ast.BitOr):
                 return f"({self.emit(node.left)} or {self.emit(node.right)})"
             if isinstance(node.op, ast.Pow):
-                p = _fold(node.right)
+                p = constant_value(node.right)
                 base = self.emit(node.left)
                 if p == 2.0:
                     return f"({base} * {base})"

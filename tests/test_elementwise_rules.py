@@ -21,6 +21,24 @@ ENTRIES = [
 IDS = [f"{e.module}.{e.name}" for e in ENTRIES]
 MODES = ("forward", "reverse") if hasattr(ad, "Dual") else ("reverse",)
 
+
+
+def _engine_differentiates_where():
+    try:
+        ad.grad(lambda x: np.sum(np.where(x > 0, x, 0.0)))(np.ones(2))
+    except ad.MissingRuleError:
+        return False
+    return True
+
+
+NEEDS_WHERE = pytest.mark.xfail(
+    not _engine_differentiates_where(), reason="the engine has no gradient rule for np.where yet"
+)
+SECOND_ORDER = [
+    pytest.param(e, marks=NEEDS_WHERE) if any("where(" in d.text for d in e.derivatives) else e
+    for e in ENTRIES
+]
+
 SHAPES = {
     1: [((),), ((5,),)],
     2: [((), ()), ((4,), (4,)), ((3, 1), (4,)), ((), (3,)), ((2, 3), ())],
@@ -72,7 +90,7 @@ def test_grad_of_sum_matches_derivative_table(entry):
         np.testing.assert_allclose(got, np.broadcast_to(want, np.shape(got)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+@pytest.mark.parametrize("entry", SECOND_ORDER, ids=IDS)
 def test_second_derivative_matches_finite_differences(entry):
     """The derivative expressions themselves are differentiable (higher-order AD)."""
     values = _points(entry, SHAPES[len(entry.arg_names)][1], seed=11)
@@ -121,3 +139,11 @@ def test_power_with_negative_base_and_integer_exponent():
 def test_fmax_ignores_nan():
     g = ad.grad(lambda a, b: np.sum(np.fmax(a, b)), argnums=(0, 1))
     assert tuple(map(float, g(np.nan, 1.0))) == (0.0, 1.0)
+
+
+def test_no_floating_point_warnings_at_singular_points(recwarn):
+    _d(lambda x: x**3, -2.0)  # d/dp of x**p is nan for x < 0 but is not asked for
+    _d(np.sqrt, 0.0)
+    _d(np.arcsin, 1.0)
+    ad.grad(lambda a, b: np.hypot(a, b), argnums=(0, 1))(0.0, 0.0)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
