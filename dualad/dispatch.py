@@ -112,7 +112,8 @@ def forward(op: Operator, *args: Any, **kwargs: Any) -> Any:
     for a in args:
         if getattr(a, "_needs_tangent_rule", False):
             raise MissingRuleError(missing_rule_message(op, args, "forward"))
-    return op.f(*args, **kwargs)
+    # Method[f] / Broadcasted[f] call f directly; a custom Operator subclass is called.
+    return getattr(op, "f", op)(*args, **kwargs)
 
 
 @rules_dispatcher
