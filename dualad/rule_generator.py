@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch import gradient
-from .errors import RuleTableError
+from .dispatch import call_rule, gradient, missing_rule_message
+from .errors import MissingRuleError, RuleTableError
 from .numpy_bridge import shape_of
 from .operators import Broadcasted, Operator, function_key
 from .rule_language import (
@@ -579,10 +579,27 @@ def register_tables(scipy: bool | None = None) -> list[ElementwiseRule]:
     if ``scipy.special`` has been imported already (importing it costs a third of a
     second). Otherwise it waits for :func:`load_deferred_tables`.
     """
+    if not _loaded:
+        _register_fallback()
     registered = _load("numpy_ufuncs")
     if scipy or (scipy is None and "scipy.special" in sys.modules):
         registered += _load("scipy_special")
     return registered
+
+
+def _gradient_after_deferred_tables(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
+    """Reverse-mode fallback for ``Broadcasted`` calls without a rule: register the tables
+    held back until now (e.g. scipy.special's, imported after dualad) and retry."""
+    if load_deferred_tables():
+        return call_rule(gradient, op, grad, output, *args, **kwargs)
+    raise MissingRuleError(missing_rule_message(op, args, "reverse"))
+
+
+def _register_fallback() -> None:
+    import plum
+
+    signature = plum.Signature(Broadcasted, object, object, varargs=object)
+    gradient.register(_gradient_after_deferred_tables, signature)
 
 
 def load_deferred_tables() -> bool:

@@ -233,3 +233,28 @@ def test_hooks_see_existing_and_later_rules():
 
     define_rule(cube, args=("x",), derivatives=("3 * x ** 2",))
     assert seen[-1].name == "cube"
+
+
+def test_scipy_rules_load_when_first_needed():
+    pytest.importorskip("scipy.special")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import numpy as np, dualad as ad\n"
+        "from dualad.rule_generator import get_rule\n"
+        "import scipy.special as sp\n"
+        "assert get_rule(sp.erf) is None  # imported after dualad: held back\n"
+        "g = ad.grad(lambda x: np.sum(sp.erf(x)))(np.array([0.0, 1.0]))\n"
+        "assert np.allclose(g, 2 / np.sqrt(np.pi) * np.exp(-np.array([0.0, 1.0])))\n"
+        "assert get_rule(sp.erf) is not None and get_rule(sp.polygamma) is not None\n"
+        "try:\n"
+        "    ad.grad(lambda x: np.sum(sp.sindg(x)))(np.ones(2))\n"
+        "except ad.MissingRuleError as e:\n"
+        "    assert 'sindg' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('no MissingRuleError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   cwd=Path(__file__).resolve().parent.parent)
