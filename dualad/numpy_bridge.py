@@ -111,8 +111,14 @@ class NumpyOverloads:
         if dtype is None or np.dtype(dtype) == object:
             # np.array([x, y]) of traced values: an object array that holds them; the
             # transforms turn it back into one traced array (see lift_object_array).
-            holder = np.empty((), dtype=object)
-            holder[()] = self
+            # A non-0-d value is held entry by entry, so the holder has the value's shape.
+            shape = self.shape
+            holder = np.empty(shape, dtype=object)
+            if shape == ():
+                holder[()] = self
+            else:
+                for index in np.ndindex(shape):
+                    holder[index] = self[index]
             return holder
         raise TypeError(
             f"dualad: a traced {type(self).__name__} (shape {self.shape}) was converted to a "

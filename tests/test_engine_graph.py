@@ -349,3 +349,16 @@ def test_value_and_grad_and_vjp():
     ga, gb = pullback(np.array([1.0, 3.0]))
     np.testing.assert_allclose(ga, np.array([1.0, 3.0]) * ([2.0, -1.0] + np.exp(x)))
     np.testing.assert_allclose(gb, np.array([1.0, 3.0]) * x)
+
+
+def test_asarray_of_a_traced_vector_kept_shape_0d_regression():
+    """np.asarray(x) of a traced (3,) value once gave a 0-d object array, so np.sum of it
+    returned x itself: the Jacobian came out as the identity instead of a row of ones."""
+    x = ad.Variable(np.arange(3.0))
+    held = np.asarray(x)
+    assert held.shape == (3,) and held.dtype == object
+    np.testing.assert_allclose(ad.value(np.sum(held)), 3.0)
+    g = ad.grad(lambda a: np.sum(np.asarray(a)))(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(g, np.ones(3))
+    jac = ad.jacobian(lambda a: np.sum(np.asarray(a)), mode="reverse")(np.ones(3))
+    np.testing.assert_array_equal(jac, np.ones(3))
