@@ -181,7 +181,10 @@ class ElementwiseRule:
         module = self._kernel_module
         if module is None:
             source = self.kernel_source
-            module = False if source is None else _import_kernel_module(source)
+            if source is None or importlib.util.find_spec("numba") is None:
+                module = False
+            else:
+                module = _import_kernel_module(source)
             self._kernel_module = module
         fn = getattr(module, kernel_name(key), None) if module is not False else None
         self._kernels[key] = fn
