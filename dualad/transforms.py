@@ -40,7 +40,13 @@ Argnums = int | Sequence[int]
 def normalize_argnums(argnums: Argnums, nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
     """``(tuple of argument indices, whether a single int was given)``, validated."""
     single = isinstance(argnums, (int, np.integer))
-    nums = (int(argnums),) if single else tuple(int(a) for a in argnums)  # type: ignore[union-attr]
+    items = (argnums,) if single else argnums
+    if not isinstance(items, (tuple, list)) or not all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in items):
+        raise TypeError(
+            f"{fname}: argnums={argnums!r}; give an int or a tuple of ints (argument indices)."
+        )
+    nums = tuple(int(a) for a in items)
     if not nums:
         raise ValueError(f"{fname}: argnums is empty; give an int or a non-empty tuple of ints.")
     resolved = []
