@@ -100,6 +100,14 @@ class AbstractNode(Traced, NumpyOverloads):
             )
         return node
 
+    def __setitem__(self, key: Any, item: Any) -> None:
+        raise TypeError(
+            f"dualad: x[{key!r}] = ... writes into a traced {type(self).__name__} in place, "
+            f"which reverse mode cannot record. Build a new array instead, e.g. "
+            f"x = np.where(mask, new_values, x) or np.concatenate([...]); forward mode "
+            f"(ad.jacobian(f, mode='forward'), ad.jvp) supports in-place writes."
+        )
+
     def backward(self, seed: Any = None) -> None:
         """Reverse pass from this node; every reached ``Variable.grad`` accumulates.
 

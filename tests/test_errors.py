@@ -175,7 +175,9 @@ def test_writing_a_dual_into_a_plain_float_array():
     assert "drop its derivative" in str(info.value) + str(info.value.__cause__ or "")
 
 
-def test_item_assignment_on_a_reverse_mode_node_says_what_to_do():
+def test_item_assignment_on_a_node_was_a_bare_type_error_regression():
+    """x[0] = v on a reverse-mode node once gave Python's bare "does not support item
+    assignment"; it now says why and what to write instead."""
     def f(x):
         x[0] = 0.0
         return np.sum(x)
