@@ -51,7 +51,7 @@ def notes() -> list[str]:
     return list(_NOTES)
 
 
-def short_error(exc: BaseException, limit: int = 90) -> str:
+def short_error(exc: BaseException, limit: int = 120) -> str:
     """``error: Type: message`` on one line, cut to ``limit`` characters."""
     msg = " ".join(str(exc).split())
     text = f"error: {type(exc).__name__}" + (f": {msg}" if msg else "")
