@@ -216,7 +216,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
 
 
 @backward.dispatch
-def backward(node: AbstractNode, seed: Any = None) -> None:  # noqa: F811
+def backward(node: AbstractNode, seed: Any = None):  # noqa: F811
     """Reverse pass from ``node``; every reached ``Variable.grad`` accumulates."""
     seed = default_seed(node._primal()) if seed is None else _check_seed(node._primal(), seed)
     order_leaves = {id(n): n for n in topological_order([node]) if isinstance(n, Variable)}
@@ -234,7 +234,7 @@ def gradient(op: Method[_output_item], grad: Any, output: Any, outputs: Any,  # 
 
 
 @forward.dispatch
-def forward(node: CachedNode) -> Any:  # noqa: F811
+def forward(node: CachedNode):  # noqa: F811
     """Re-evaluate ``node``'s graph from its leaves' current values; returns the new output."""
     for n in topological_order([node]):
         if isinstance(n, CachedNode):

@@ -107,7 +107,7 @@ def gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any):
 
 
 @rules_dispatcher
-def forward(op: Operator, *args: Any, **kwargs: Any) -> Any:
+def forward(op: Operator, *args: Any, **kwargs: Any):
     """Evaluate ``op(*args, **kwargs)``; tangent rules are methods of this for ``Dual`` arguments."""
     for a in args:
         if getattr(a, "_needs_tangent_rule", False):
@@ -117,7 +117,7 @@ def forward(op: Operator, *args: Any, **kwargs: Any) -> Any:
 
 
 @rules_dispatcher
-def backward(node: Any, seed: Any = None) -> None:
+def backward(node: Any, seed: Any = None):
     """Run the reverse pass from ``node``; leaves' ``.grad`` accumulate."""
     raise TypeError(
         f"dualad.backward expects a graph node (ad.Variable or ad.CachedNode), got "

@@ -82,8 +82,11 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
-        values = tuple([a._primal() if isinstance(a, AbstractNode) and a.level == level
-                        else primal_at(a, level) for a in args])
+        values = tuple([
+            a._primal() if isinstance(a, AbstractNode) and a.level == level
+            else (primal_at(a, level) if type(a) in (list, tuple) else a)
+            for a in args
+        ])
         if kwargs:
             kw = {k: primal_at(v, level) for k, v in kwargs.items()}
             out = call_rule(forward, op, *values, **kw)

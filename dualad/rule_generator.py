@@ -368,7 +368,6 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     derivatives = rule.derivatives
     need = "expr" in kinds
     quiet = rule.may_warn
-    multiply = np.multiply
 
     if len(kinds) == 1:
         kind = kinds[0]
@@ -376,10 +375,10 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 with np.errstate(divide="ignore", invalid="ignore"):
                     (d,) = derivatives(x, output)
-                    return (multiply(grad, d),)
+                    return (grad * d,)
         elif kind == "expr":
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (multiply(grad, derivatives(x, output)[0]),)
+                return (grad * derivatives(x, output)[0],)
         elif kind == "one":
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (grad,)
@@ -404,7 +403,7 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
             elif kind == "minus_one":
                 result.append(unbroadcast(np.negative(grad), shape_of(a)))
             else:
-                result.append(unbroadcast(multiply(grad, ds[i]), shape_of(a)))
+                result.append(unbroadcast(grad * ds[i], shape_of(a)))
         return tuple(result)
 
     if quiet:

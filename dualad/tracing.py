@@ -113,7 +113,16 @@ def innermost(args: tuple, kwargs: dict | None = None) -> Traced | None:
 
 def apply_operator(op: Operator, args: tuple, kwargs: dict) -> Any:
     """Apply ``op`` to ``args``, recording or propagating tangents for the innermost level."""
-    top = innermost(args, kwargs)
+    top = None
+    for a in args:
+        if isinstance(a, Traced):
+            if top is None or a.level > top.level:
+                top = a
+        elif type(a) in (list, tuple):
+            top = _scan(a, top)
+    if kwargs:
+        for a in kwargs.values():
+            top = _scan(a, top)
     if top is None:
         return forward(op, *args, **kwargs)
     return type(top)._apply(op, args, kwargs, top.level)
