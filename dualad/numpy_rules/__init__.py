@@ -6,4 +6,4 @@ elementwise functions, in the declarative tables under ``rules/``).
 
 from __future__ import annotations
 
-from . import elementwise, indexing, products, reductions, shapes  # noqa: F401
+from . import elementwise, indexing, products, reductions, shapes, tangents_core  # noqa: F401

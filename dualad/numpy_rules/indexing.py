@@ -43,13 +43,13 @@ index_add = primitive(_index_add)
 
 
 @gradient.dispatch
-def _getitem(op: Method[operator.getitem], grad: Any, output: Any, x: Any, key: Any) -> tuple:
+def _getitem(op: Method[operator.getitem], grad: Any, output: Any, x: Any, key: Any):
     return (index_add(grad, key, shape_of(x)), None)
 
 
 @gradient.dispatch
 def _index_add_gradient(op: Method[index_add], grad: Any, output: Any, values: Any, key: Any,
-                        shape: Any) -> tuple:
+                        shape: Any):
     g = grad[key]
     return (np.reshape(g, shape_of(values)) if shape_of(g) != shape_of(values) else g,
             None, None)

@@ -1,4 +1,12 @@
-"""Gradient rules for products: matmul (every operand rank), dot, trace.
+"""Rules for products: matmul, dot, vdot, inner, outer, tensordot, kron, cross, trace, ...
+
+``matmul`` has hand-written gradients for every operand rank (1-D, 2-D, batched with
+broadcast batch dimensions). The other products are written as one einsum each (see
+:class:`~dualad.numpy_rules.contractions.Contraction`), which gives both their gradients
+and their tangents: ``dot`` of N-D by M-D operands, ``tensordot`` with every ``axes``
+form, ``kron`` (an outer product reshaped), ``cross`` (a contraction with the
+Levi-Civita tensor; 2-vectors are embedded in 3-D by a constant matrix), and numpy 2's
+``matvec``, ``vecmat``, ``vecdot`` and the ``np.linalg`` spellings.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -10,16 +18,31 @@ Example:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from ..dispatch import gradient
-from ..errors import MissingRuleError
+from ..dual import innermost_tag
 from ..numpy_bridge import shape_of
 from ..operators import Method
 from ..unbroadcast import unbroadcast
 from ._signatures import bind
+from ._support import (
+    dual_or_value,
+    gradient_rule,
+    ndim_of,
+    normalize_axis,
+    split_duals,
+    tangent_rule,
+)
+from .contractions import Contraction, contraction_rules, parse_einsum
+
+__all__ = ["matmul_gradients"]
+
+_L = "abcdefghijklmnopqrstuvwxyz"
+_U = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _mT(x: Any) -> Any:
@@ -42,36 +65,259 @@ def matmul_gradients(grad: Any, a: Any, b: Any) -> tuple[Any, Any]:
     return unbroadcast(np.matmul(grad, _mT(b)), sa), unbroadcast(np.matmul(_mT(a), grad), sb)
 
 
-@gradient.dispatch
-def _matmul(op: Method[np.matmul], grad: Any, output: Any, a: Any, b: Any,
-            **kwargs: Any) -> tuple:
+@gradient_rule(np.matmul, np.linalg.matmul)
+def _matmul(grad: Any, output: Any, a: Any, b: Any, **kwargs: Any) -> tuple:
+    if kwargs.get("axes") is not None or kwargs.get("axis") is not None:
+        raise NotImplementedError("dualad: np.matmul(..., axes=) is not differentiable yet; "
+                                  "move the axes with np.moveaxis first.")
     return matmul_gradients(grad, a, b)
 
 
+@tangent_rule(np.linalg.matmul, duals=(0, 1))
+def _linalg_matmul(a: Any, b: Any) -> Any:
+    return np.matmul(a, b)
+
+
+# -- dot, vdot, inner, outer, tensordot --------------------------------------------------
+
+
+def _scaled(na: int, nb: int) -> Contraction:
+    """``a * b`` where one operand is 0-d."""
+    if na == 0:
+        return Contraction(["", _L[:nb]], _L[:nb])
+    return Contraction([_L[:na], ""], _L[:na])
+
+
+def _dot_contraction(a: Any, b: Any, out: Any = None) -> tuple[Contraction, list[int]]:
+    na, nb = ndim_of(a), ndim_of(b)
+    if na == 0 or nb == 0:
+        return _scaled(na, nb), [0, 1]
+    sa = _L[: na - 1] + "z"
+    if nb == 1:
+        return Contraction([sa, "z"], sa[:-1]), [0, 1]
+    sb = _U[: nb - 2] + "zy"
+    return Contraction([sa, sb], sa[:-1] + sb[:-2] + "y"), [0, 1]
+
+
 @gradient.dispatch
-def _dot(op: Method[np.dot], grad: Any, output: Any, a: Any, b: Any, *args: Any) -> tuple:
-    sa, sb = shape_of(a), shape_of(b)
-    if not sa or not sb:
-        ga = grad * b
-        gb = grad * a
-        return (unbroadcast(ga, sa), unbroadcast(gb, sb)) + (None,) * len(args)
-    if len(sb) <= 2:
+def _dot(op: Method[np.dot], grad: Any, output: Any, a: Any, b: Any, *args: Any):
+    na, nb = ndim_of(a), ndim_of(b)
+    if 0 < nb <= 2 and na > 0:
         return matmul_gradients(grad, a, b) + (None,) * len(args)
-    raise MissingRuleError(
-        f"dualad: the gradient of np.dot for operand shapes {sa} and {sb} (second operand "
-        f"with more than 2 dimensions) is not implemented; use np.tensordot or np.matmul, "
-        f"or add a rule with @ad.gradient.dispatch for ad.Method[np.dot]."
-    )
+    con, _ = _dot_contraction(a, b)
+    return tuple(con.gradients(grad, [a, b])) + (None,) * len(args)
 
 
-@gradient.dispatch
-def _trace(op: Method[np.trace], grad: Any, output: Any, x: Any, *args: Any,
-           **kwargs: Any) -> tuple:
+def _inner_contraction(a: Any, b: Any) -> tuple[Contraction, list[int]]:
+    na, nb = ndim_of(a), ndim_of(b)
+    if na == 0 or nb == 0:
+        return _scaled(na, nb), [0, 1]
+    sa, sb = _L[: na - 1] + "z", _U[: nb - 1] + "z"
+    return Contraction([sa, sb], sa[:-1] + sb[:-1]), [0, 1]
+
+
+def _outer_contraction(a: Any, b: Any, out: Any = None) -> tuple[Contraction, list[int]]:
+    na, nb = shape_of(a), shape_of(b)
+    size_a = int(np.prod(na, dtype=np.int64))
+    size_b = int(np.prod(nb, dtype=np.int64))
+    return Contraction(["i", "j"], "ij", [("reshape", (size_a,)), ("reshape", (size_b,))]), [0, 1]
+
+
+def _linalg_outer_contraction(a: Any, b: Any) -> tuple[Contraction, list[int]]:
+    if ndim_of(a) != 1 or ndim_of(b) != 1:
+        raise ValueError(f"np.linalg.outer: both operands must be 1-D, got shapes "
+                         f"{shape_of(a)} and {shape_of(b)}")
+    return Contraction(["i", "j"], "ij"), [0, 1]
+
+
+def _vdot_contraction(a: Any, b: Any) -> tuple[Contraction, list[int]]:
+    size_a = int(np.prod(shape_of(a), dtype=np.int64))
+    size_b = int(np.prod(shape_of(b), dtype=np.int64))
+    return Contraction(["i", "i"], "", [("reshape", (size_a,)), ("reshape", (size_b,))]), [0, 1]
+
+
+def _tensordot_axes(axes: Any, na: int, nb: int) -> tuple[list[int], list[int]]:
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        if n < 0 or n > min(na, nb):
+            raise ValueError(f"np.tensordot: axes={n} is out of range for operands of "
+                             f"{na} and {nb} dimensions")
+        return list(range(na - n, na)), list(range(n))
+    ax_a, ax_b = axes
+    ax_a = [ax_a] if isinstance(ax_a, (int, np.integer)) else list(ax_a)
+    ax_b = [ax_b] if isinstance(ax_b, (int, np.integer)) else list(ax_b)
+    if len(ax_a) != len(ax_b):
+        raise ValueError("np.tensordot: the two axes lists must have the same length")
+    return ([normalize_axis(i, na, "tensordot") for i in ax_a],
+            [normalize_axis(i, nb, "tensordot") for i in ax_b])
+
+
+def _tensordot_contraction(a: Any, b: Any, axes: Any = 2) -> tuple[Contraction, list[int]]:
+    na, nb = ndim_of(a), ndim_of(b)
+    ax_a, ax_b = _tensordot_axes(axes, na, nb)
+    sa = list(_L[:na])
+    sb = list(_U[:nb])
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    out = "".join(c for i, c in enumerate(sa) if i not in ax_a) + \
+        "".join(c for j, c in enumerate(sb) if j not in ax_b)
+    return Contraction(["".join(sa), "".join(sb)], out), [0, 1]
+
+
+def _kron_contraction(a: Any, b: Any) -> tuple[Contraction, list[int]]:
+    sa, sb = tuple(shape_of(a)), tuple(shape_of(b))
+    nd = max(len(sa), len(sb))
+    pa = (1,) * (nd - len(sa)) + sa
+    pb = (1,) * (nd - len(sb)) + sb
+    la, lb = _L[:nd], _U[:nd]
+    out = "".join(x + y for x, y in zip(la, lb))
+    prepare = [("reshape", pa) if pa != sa else None, ("reshape", pb) if pb != sb else None]
+    return Contraction([la, lb], out, prepare,
+                       result_shape=tuple(x * y for x, y in zip(pa, pb))), [0, 1]
+
+
+def _shaped(shape: tuple[int, ...]) -> SimpleNamespace:
+    """A stand-in with only a ``shape`` (for parsing subscripts)."""
+    return SimpleNamespace(shape=tuple(shape))
+
+
+def _moved(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    """``shape`` with ``axis`` moved to the end."""
+    shape = tuple(shape)
+    return shape[:axis] + shape[axis + 1:] + (shape[axis],)
+
+
+def _levi_civita() -> np.ndarray:
+    eps = np.zeros((3, 3, 3))
+    eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1.0
+    eps[0, 2, 1] = eps[2, 1, 0] = eps[1, 0, 2] = -1.0
+    return eps
+
+
+_EPS = _levi_civita()
+_EMBED = np.eye(2, 3)  # a 2-vector as a 3-vector with zero z
+_Z = np.array([0.0, 0.0, 1.0])
+
+
+def _cross_contraction(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
+                       axis: Any = None) -> tuple[Contraction, list[int]]:
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    na, nb = ndim_of(a), ndim_of(b)
+    ax_a, ax_b = normalize_axis(axisa, na, "cross"), normalize_axis(axisb, nb, "cross")
+    da, db = shape_of(a)[ax_a], shape_of(b)[ax_b]
+    if da not in (2, 3) or db not in (2, 3):
+        raise ValueError(f"np.cross: vectors must have 2 or 3 components, got {da} and {db}")
+    prepare = [("moveaxis", ax_a, na - 1) if ax_a != na - 1 else None,
+               ("moveaxis", ax_b, nb - 1) if ax_b != nb - 1 else None]
+    specs = ["...p" if da == 2 else "...i", "...q" if db == 2 else "...j"]
+    consts: list[np.ndarray] = []
+    if da == 2:
+        specs.append("pi")
+        consts.append(_EMBED)
+    if db == 2:
+        specs.append("qj")
+        consts.append(_EMBED)
+    specs.append("ijk")
+    consts.append(_EPS)
+    if da == 2 and db == 2:
+        specs.append("k")
+        consts.append(_Z)
+        out_spec, move = "...", None
+    else:
+        out_spec = "...k"
+        batch = len(np.broadcast_shapes(shape_of(a)[:ax_a] + shape_of(a)[ax_a + 1:],
+                                        shape_of(b)[:ax_b] + shape_of(b)[ax_b + 1:]))
+        ax_c = normalize_axis(axisc, batch + 1, "cross")
+        move = (batch, ax_c) if ax_c != batch else None
+    shapes = [_shaped(_moved(shape_of(a), ax_a)), _shaped(_moved(shape_of(b), ax_b))] + consts
+    parsed, out = parse_einsum(",".join(specs) + "->" + out_spec, shapes)
+    return Contraction(parsed, out, prepare, consts, result_move=move), [0, 1]
+
+
+def _matvec_contraction(x1: Any, x2: Any, **kwargs: Any) -> tuple[Contraction, list[int]]:
+    _no_gufunc_axes("matvec", kwargs)
+    specs, out = parse_einsum("...ij,...j->...i", [x1, x2])
+    return Contraction(specs, out), [0, 1]
+
+
+def _vecmat_contraction(x1: Any, x2: Any, **kwargs: Any) -> tuple[Contraction, list[int]]:
+    _no_gufunc_axes("vecmat", kwargs)
+    specs, out = parse_einsum("...j,...jk->...k", [x1, x2])
+    return Contraction(specs, out), [0, 1]
+
+
+def _vecdot_contraction(x1: Any, x2: Any, axis: int = -1, **kwargs: Any
+                        ) -> tuple[Contraction, list[int]]:
+    _no_gufunc_axes("vecdot", kwargs)
+    n1, n2 = ndim_of(x1), ndim_of(x2)
+    a1, a2 = normalize_axis(axis, n1, "vecdot"), normalize_axis(axis, n2, "vecdot")
+    prepare = [("moveaxis", a1, n1 - 1) if a1 != n1 - 1 else None,
+               ("moveaxis", a2, n2 - 1) if a2 != n2 - 1 else None]
+    shapes = [_shaped(_moved(shape_of(x1), a1)), _shaped(_moved(shape_of(x2), a2))]
+    specs, out = parse_einsum("...i,...i->...", shapes)
+    return Contraction(specs, out, prepare), [0, 1]
+
+
+def _no_gufunc_axes(name: str, kwargs: dict) -> None:
+    extra = {k for k, v in kwargs.items() if v is not None and k not in ("dtype", "casting")}
+    if extra:
+        raise NotImplementedError(
+            f"dualad: np.{name} with {sorted(extra)} is not differentiable yet; move the "
+            f"axes with np.moveaxis and call it without them."
+        )
+
+
+contraction_rules([np.vdot], _vdot_contraction)
+contraction_rules([np.inner], _inner_contraction)
+contraction_rules([np.outer], _outer_contraction)
+contraction_rules([np.linalg.outer], _linalg_outer_contraction)
+contraction_rules([np.tensordot, np.linalg.tensordot], _tensordot_contraction)
+contraction_rules([np.kron], _kron_contraction)
+contraction_rules([np.cross, np.linalg.cross], _cross_contraction)
+contraction_rules([np.linalg.vecdot], _vecdot_contraction)
+
+
+def _gufunc_rules(ufunc: Any, build: Any) -> None:
+    """Rules for a numpy 2 gufunc (reached as ``Method[ufunc]``)."""
+
+    def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+        con, _ = build(*args, **kwargs)
+        return tuple(con.gradients(grad, list(args)))
+
+    def tangent_impl(*args: Any, **kwargs: Any) -> Any:
+        tag = innermost_tag(args)
+        con, _ = build(*args, **kwargs)
+        values, partials = split_duals(args, tag)
+        value, tangent = con.value_and_tangent(values, partials)
+        return dual_or_value(value, tangent, tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{ufunc.__name__}"
+    gradient_rule(ufunc)(grad_impl)
+    tangent_rule(ufunc, duals=(0, 1), ufunc=True)(tangent_impl)
+
+
+for _uf, _build in (("matvec", _matvec_contraction), ("vecmat", _vecmat_contraction),
+                    ("vecdot", _vecdot_contraction)):
+    if hasattr(np, _uf):
+        _gufunc_rules(getattr(np, _uf), _build)
+
+
+# -- trace ---------------------------------------------------------------------------------
+
+
+def _trace_params(x: Any, args: tuple, kwargs: dict) -> tuple[int, int, int]:
     p = bind(("a", "offset", "axis1", "axis2"), (x,) + args, kwargs)
+    ndim = ndim_of(x)
+    return (int(p.get("offset", 0)), normalize_axis(p.get("axis1", 0), ndim, "trace"),
+            normalize_axis(p.get("axis2", 1), ndim, "trace"))
+
+
+@gradient_rule(np.trace)
+def _trace(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+    offset, a1, a2 = _trace_params(x, args, kwargs)
     shape = shape_of(x)
     ndim = len(shape)
-    offset = int(p.get("offset", 0))
-    a1, a2 = int(p.get("axis1", 0)) % ndim, int(p.get("axis2", 1)) % ndim
     eye = np.eye(shape[a1], shape[a2], k=offset)
     mask_shape = [1] * ndim
     mask_shape[a1], mask_shape[a2] = shape[a1], shape[a2]
@@ -80,3 +326,22 @@ def _trace(op: Method[np.trace], grad: Any, output: Any, x: Any, *args: Any,
     mask = eye.reshape(mask_shape)
     kept = tuple(1 if i in (a1, a2) else n for i, n in enumerate(shape))
     return (np.reshape(grad, kept) * mask,) + (None,) * len(args)
+
+
+@tangent_rule(np.trace)
+def _trace_tangent(x: Any, *args: Any, **kwargs: Any) -> Any:
+    offset, a1, a2 = _trace_params(x, args, kwargs)
+    return dual_or_value(np.trace(x.value, offset, a1, a2),
+                         np.trace(x.partials, offset, a1, a2), x.tag)
+
+
+@gradient_rule(np.linalg.trace)
+def _linalg_trace(grad: Any, output: Any, x: Any, *, offset: int = 0, dtype: Any = None
+                  ) -> tuple:
+    return _trace(grad, output, x, offset, -2, -1)[:1]
+
+
+@tangent_rule(np.linalg.trace)
+def _linalg_trace_tangent(x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
+    return np.trace(x, offset, -2, -1)
+

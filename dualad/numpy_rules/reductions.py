@@ -49,7 +49,7 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
 
 
 @gradient.dispatch
-def _sum(op: Method[np.sum], grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+def _sum(op: Method[np.sum], grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any):
     p = bind(_REDUCE_NAMES, (x,) + args, kwargs)
     shape = shape_of(x)
     axes = normalize_axes(p.get("axis"), len(shape))
@@ -59,7 +59,7 @@ def _sum(op: Method[np.sum], grad: Any, output: Any, x: Any, *args: Any, **kwarg
 
 @gradient.dispatch
 def _add_reduce(op: Method[np.add.reduce], grad: Any, output: Any, x: Any, *args: Any,
-                **kwargs: Any) -> tuple:
+                **kwargs: Any):
     p = bind(_REDUCE_NAMES, (x,) + args, kwargs)
     shape = shape_of(x)
     axes = normalize_axes(p.get("axis", 0), len(shape))
@@ -69,7 +69,7 @@ def _add_reduce(op: Method[np.add.reduce], grad: Any, output: Any, x: Any, *args
 
 @gradient.dispatch
 def _mean(op: Method[np.mean], grad: Any, output: Any, x: Any, *args: Any,
-          **kwargs: Any) -> tuple:
+          **kwargs: Any):
     p = bind(_REDUCE_NAMES, (x,) + args, kwargs)
     shape = shape_of(x)
     axes = normalize_axes(p.get("axis"), len(shape))

@@ -21,14 +21,14 @@ from ._signatures import bind
 
 @gradient.dispatch
 def _reshape(op: Method[np.reshape], grad: Any, output: Any, x: Any, *args: Any,
-             **kwargs: Any) -> tuple:
+             **kwargs: Any):
     order = bind(("a", "shape", "order"), (x,) + args, kwargs).get("order") or "C"
     return (_unflatten(grad, x, order),) + (None,) * len(args)
 
 
 @gradient.dispatch
 def _ravel(op: Method[np.ravel], grad: Any, output: Any, x: Any, *args: Any,
-           **kwargs: Any) -> tuple:
+           **kwargs: Any):
     order = bind(("a", "order"), (x,) + args, kwargs).get("order") or "C"
     return (_unflatten(grad, x, order),) + (None,) * len(args)
 
@@ -53,7 +53,7 @@ def _unflatten(grad: Any, x: Any, order: str) -> Any:
 
 @gradient.dispatch
 def _transpose(op: Method[np.transpose], grad: Any, output: Any, x: Any, *args: Any,
-               **kwargs: Any) -> tuple:
+               **kwargs: Any):
     axes = bind(("a", "axes"), (x,) + args, kwargs).get("axes")
     if axes is None:
         return (np.transpose(grad),) + (None,) * len(args)
@@ -64,11 +64,11 @@ def _transpose(op: Method[np.transpose], grad: Any, output: Any, x: Any, *args: 
 
 @gradient.dispatch
 def _swapaxes(op: Method[np.swapaxes], grad: Any, output: Any, x: Any, axis1: Any,
-              axis2: Any) -> tuple:
+              axis2: Any):
     return (np.swapaxes(grad, axis1, axis2), None, None)
 
 
 @gradient.dispatch
 def _broadcast_to(op: Method[np.broadcast_to], grad: Any, output: Any, x: Any, *args: Any,
-                  **kwargs: Any) -> tuple:
+                  **kwargs: Any):
     return (unbroadcast(grad, shape_of(x)),) + (None,) * len(args)
