@@ -37,6 +37,11 @@ __all__ = [
 
 rules_dispatcher = plum.Dispatcher()
 
+# Per type: does every operation on it need a tangent rule (a class attribute
+# ``_needs_tangent_rule``, set by forward mode's ``Dual``)? The default ``forward`` refuses
+# such values instead of calling the function on them, which would recurse.
+_NEEDS_TANGENT_RULE: dict[type, bool] = {}
+
 
 def call_rule(function: plum.Function, *args: Any, **kwargs: Any) -> Any:
     """Call a plum ``function`` through its type cache, without plum's per-call extras.

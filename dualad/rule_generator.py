@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import operator
 import os
 import sys
 import tempfile
@@ -30,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import plum
 
-from .dispatch import call_rule, gradient, missing_rule_message
+from .dispatch import call_rule, forward, gradient, missing_rule_message
 from .errors import MissingRuleError, RuleTableError
 from .numpy_bridge import shape_of
 from .operators import Broadcasted, Operator, function_key
@@ -554,11 +556,32 @@ def define_rule(
 _loaded: set[str] = set()
 
 
+_PYTHON_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+def _register_scalar_operator(func: Callable[..., Any], symbol: str) -> None:
+    """Evaluate ``func`` on two Python/numpy floats with the Python operator ``symbol``.
+
+    numpy's binary ufuncs cost about a microsecond on scalars, the operator a tenth of
+    that; the table marks the entries where both give the same IEEE result.
+    """
+    python_operator = _PYTHON_OPERATORS[symbol]
+    op_type = _operator_type(func)
+
+    def scalar_value(op: Any, x: Any, y: Any):
+        return python_operator(x, y)
+
+    for types in ((float, float), (float, int), (int, float)):
+        forward.register(scalar_value, plum.Signature(op_type, *types))
+
+
 def _register_entry(entry: RuleEntry) -> ElementwiseRule:
     rule = register_elementwise_rule(
         entry.function, entry.arg_names, entry.derivatives, domain=entry.domain,
         notes=entry.notes, source=entry.source, name=entry.name,
     )
+    if entry.scalar_operator is not None:
+        _register_scalar_operator(entry.function, entry.scalar_operator)
     if entry.module != "numpy" and rule.function is not entry.function:
         set_function(entry.attribute, rule.function)  # expressions call the traced wrapper
     return rule

@@ -51,7 +51,9 @@ TABLES = {"numpy_ufuncs": "numpy", "scipy_special": "scipy.special"}
 
 # An entry's key naming its function, per module.
 _FUNCTION_KEYS = {"numpy": "numpy", "scipy": "scipy.special"}
-_ENTRY_KEYS = frozenset({"name", "args", "derivatives", "domain", "notes", "aliases"}) | set(
+_ENTRY_KEYS = frozenset(
+    {"name", "args", "derivatives", "domain", "notes", "aliases", "scalar_operator"}
+) | set(
     _FUNCTION_KEYS
 )
 
@@ -164,6 +166,11 @@ class RuleEntry:
     notes: str
     source: str
     aliases: tuple[str, ...] = ()
+    scalar_operator: str | None = None
+
+
+#: Python operators that compute a binary ufunc on two floats exactly as numpy does.
+SCALAR_OPERATORS = ("+", "-", "*")
 
 
 @dataclass(frozen=True)
@@ -243,6 +250,13 @@ def _entry(raw: Any, index: int, path: str) -> RuleEntry:
     notes = raw.get("notes", "")
     if not isinstance(notes, str):
         raise RuleTableError(f"{where}: 'notes' must be a string")
+    scalar_operator = raw.get("scalar_operator")
+    if scalar_operator is not None and (scalar_operator not in SCALAR_OPERATORS
+                                        or len(args) != 2):
+        raise RuleTableError(
+            f"{where}: 'scalar_operator' must be one of {list(SCALAR_OPERATORS)} on a "
+            f"two-argument entry, got {scalar_operator!r}"
+        )
     return RuleEntry(
         name=name,
         function=function,
@@ -254,6 +268,7 @@ def _entry(raw: Any, index: int, path: str) -> RuleEntry:
         notes=" ".join(notes.split()),
         source=path,
         aliases=aliases,
+        scalar_operator=scalar_operator,
     )
 
 
