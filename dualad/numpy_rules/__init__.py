@@ -6,4 +6,14 @@ elementwise functions, in the declarative tables under ``rules/``).
 
 from __future__ import annotations
 
-from . import elementwise, indexing, products, reductions, shapes, tangents_core  # noqa: F401
+from . import (  # noqa: F401
+    contractions,
+    elementwise,
+    indexing,
+    joining,
+    products,
+    reductions,
+    selection,
+    shapes,
+    tangents_core,
+)

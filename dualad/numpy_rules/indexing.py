@@ -16,11 +16,14 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import gradient
+from ..dual import Dual
 from ..numpy_bridge import shape_of
 from ..operators import Method
 from ..tracing import primitive
+from ..unbroadcast import unbroadcast
+from ._support import tangent_rule
 
-__all__ = ["index_add"]
+__all__ = ["index_add", "partials_key"]
 
 
 def _is_basic(key: Any) -> bool:
@@ -51,5 +54,28 @@ def _getitem(op: Method[operator.getitem], grad: Any, output: Any, x: Any, key: 
 def _index_add_gradient(op: Method[index_add], grad: Any, output: Any, values: Any, key: Any,
                         shape: Any):
     g = grad[key]
-    return (np.reshape(g, shape_of(values)) if shape_of(g) != shape_of(values) else g,
-            None, None)
+    vs = shape_of(values)
+    if shape_of(g) != vs:
+        g = unbroadcast(g, vs) if len(shape_of(g)) != len(vs) or 1 in vs else np.reshape(g, vs)
+    return (g, None, None)
+
+
+def partials_key(key: Any) -> Any:
+    """``key`` for partials (the trailing direction axis stays whole)."""
+    if type(key) is tuple and any(p is Ellipsis for p in key):
+        return key + (slice(None),)
+    if key is Ellipsis:
+        return (Ellipsis, slice(None))
+    return key
+
+
+@tangent_rule(index_add)
+def _index_add_tangent(values: Any, key: Any, shape: Any) -> Any:
+    p = values.partials
+    k = shape_of(p)[-1]
+    out = index_add(values.value, key, shape)
+    vshape = shape_of(values.value)
+    target = shape_of(np.empty(shape, dtype=np.bool_)[key])
+    if vshape != target:  # values broadcast into the target: broadcast the partials too
+        p = np.broadcast_to(p, target + (k,))
+    return Dual._make(out, index_add(p, partials_key(key), tuple(shape) + (k,)), values.tag)

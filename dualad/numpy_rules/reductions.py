@@ -1,35 +1,41 @@
-"""Gradient rules for reductions: sum, mean (and ``np.add.reduce``).
+"""Rules for reductions: sum, mean, prod, max/min, cumsum, cumprod, var, std, ptp, nan*.
+
+Every reduction over ``axis`` (None, an int or a tuple; ``keepdims``; ``where=`` masks)
+has a *weight* ``W`` shaped like its input, ``d out / d x`` along the reduced axes: the
+gradient is the output gradient broadcast back times ``W``, the tangent is the reduction
+``sum(W * dx)``. Conventions:
+
+* ``max`` / ``min`` (and ``amax``, ``amin``, ``maximum.reduce``, ``nanmax``, ...) split the
+  gradient equally between tied maxima, as ``np.maximum`` does between its arguments;
+* ``prod`` uses products of all *other* entries (no division), so zeros are fine;
+  ``cumprod`` divides only when no entry is zero and otherwise takes an exact O(n^2) path;
+* ``std`` at a constant slice has an infinite derivative (as ``sqrt`` at 0).
 
 Example:
     >>> import numpy as np, dualad as ad
-    >>> ad.grad(lambda x: np.mean(x, axis=0).sum())(np.ones((2, 3)))
-    array([[0.5, 0.5, 0.5],
-           [0.5, 0.5, 0.5]])
+    >>> ad.grad(lambda x: np.max(x))(np.array([1.0, 3.0, 3.0]))
+    array([0. , 0.5, 0.5])
+    >>> ad.grad(lambda x: np.prod(x))(np.array([0.0, 2.0, 3.0]))
+    array([6., 0., 0.])
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..dispatch import gradient
 from ..numpy_bridge import shape_of
-from ..operators import Method
 from ._signatures import bind
+from ._support import dual_or_value, gradient_rule, normalize_axes, tangent_rule
 
-__all__ = ["normalize_axes", "expand_reduced"]
+__all__ = ["normalize_axes", "expand_reduced", "exclusive_products"]
 
+_NoValue = getattr(np, "_NoValue", None)
 _REDUCE_NAMES = ("a", "axis", "dtype", "out", "keepdims")
-
-
-def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
-    """``axis`` (None, int or tuple, negatives allowed) as a sorted tuple of axes."""
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
-        axis = (axis,)
-    return tuple(sorted(int(a) % max(ndim, 1) for a in axis))
+_UFUNC_REDUCE_NAMES = ("array", "axis", "dtype", "out", "keepdims")
+_VAR_NAMES = ("a", "axis", "dtype", "out", "ddof", "keepdims")
 
 
 def expand_reduced(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...],
@@ -48,30 +54,327 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return n
 
 
-@gradient.dispatch
-def _sum(op: Method[np.sum], grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any):
-    p = bind(_REDUCE_NAMES, (x,) + args, kwargs)
+def _column(w: Any) -> Any:
+    """A weight shaped to multiply partials (a trailing axis of length 1)."""
+    if isinstance(w, (int, float)) or len(shape_of(w)) == 0:
+        return w
+    return np.expand_dims(w, -1)
+
+
+def _params(names: tuple[str, ...], x: Any, args: tuple, kwargs: dict,
+            default_axis: Any = None) -> tuple[dict, tuple[int, ...], bool]:
+    p = bind(names, (x,) + args, kwargs)
+    axis = p.get("axis", default_axis)
+    axes = normalize_axes(axis, len(shape_of(x)))
+    return p, axes, bool(p.get("keepdims", False))
+
+
+def _where(p: dict) -> Any:
+    w = p.get("where", _NoValue)
+    return None if w is _NoValue or w is None or w is True else np.asarray(w)
+
+
+def _reduction_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any,
+                     weights: Callable[..., Any], tangent: bool = True) -> None:
+    """Register gradient (and tangent) rules from ``weights(x, out, axes, keepdims, p)``."""
+
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        p, axes, keepdims = _params(names, x, args, kwargs, default_axis)
+        w = weights(x, output, axes, keepdims, p)
+        return (expand_reduced(grad, shape_of(x), axes, keepdims) * w,) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        p, axes, keepdims = _params(names, x, args, kwargs, default_axis)
+        value = funcs[0](x.value, *args, **kwargs)
+        w = weights(x.value, value, axes, keepdims, p)
+        dp = np.sum(x.partials * _column(w), axis=axes, keepdims=keepdims)
+        return dual_or_value(value, dp, x.tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{getattr(funcs[0], '__name__', 'reduce')}"
+    gradient_rule(*funcs)(grad_impl)
+    if tangent:
+        tangent_rule(*funcs)(tangent_impl)
+
+
+# -- sums and means ---------------------------------------------------------------------
+
+
+def _sum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    w = _where(p)
+    return 1.0 if w is None else np.broadcast_to(w, shape_of(x)).astype(np.float64)
+
+
+def _mean_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    w = _where(p)
     shape = shape_of(x)
-    axes = normalize_axes(p.get("axis"), len(shape))
-    return (expand_reduced(grad, shape, axes, bool(p.get("keepdims", False))),) \
-        + (None,) * len(args)
+    if w is None:
+        return 1.0 / max(_count(shape, axes), 1)
+    mask = np.broadcast_to(w, shape).astype(np.float64)
+    return mask / np.maximum(np.sum(mask, axis=axes, keepdims=True), 1.0)
 
 
-@gradient.dispatch
-def _add_reduce(op: Method[np.add.reduce], grad: Any, output: Any, x: Any, *args: Any,
-                **kwargs: Any):
-    p = bind(_REDUCE_NAMES, (x,) + args, kwargs)
+def _nan_sum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    return (~np.isnan(x)).astype(np.float64) * _sum_weights(x, out, axes, keepdims, p)
+
+
+def _nan_mean_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    mask = (~np.isnan(x)).astype(np.float64) * _sum_weights(x, out, axes, keepdims, p)
+    return mask / np.maximum(np.sum(mask, axis=axes, keepdims=True), 1.0)
+
+
+_reduction_rules((np.sum,), _REDUCE_NAMES, None, _sum_weights, tangent=False)
+_reduction_rules((np.mean,), _REDUCE_NAMES, None, _mean_weights, tangent=False)
+_reduction_rules((np.add.reduce,), _UFUNC_REDUCE_NAMES, 0, _sum_weights)
+_reduction_rules((np.nansum,), _REDUCE_NAMES, None, _nan_sum_weights)
+_reduction_rules((np.nanmean,), _REDUCE_NAMES, None, _nan_mean_weights)
+
+
+# -- max and min: ties split equally -------------------------------------------------------
+
+
+def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
     shape = shape_of(x)
-    axes = normalize_axes(p.get("axis", 0), len(shape))
-    return (expand_reduced(grad, shape, axes, bool(p.get("keepdims", False))),) \
-        + (None,) * len(args)
+    hit = x == expand_reduced(out, shape, axes, keepdims)
+    w = _where(p)
+    if w is not None:
+        hit = hit & np.broadcast_to(w, shape)
+    hit = np.asarray(hit, dtype=np.float64)
+    return hit / np.maximum(np.sum(hit, axis=axes, keepdims=True), 1.0)
 
 
-@gradient.dispatch
-def _mean(op: Method[np.mean], grad: Any, output: Any, x: Any, *args: Any,
-          **kwargs: Any):
-    p = bind(_REDUCE_NAMES, (x,) + args, kwargs)
+for _fs, _names, _axis in (
+    ((np.max, np.amax), _REDUCE_NAMES, None),
+    ((np.min, np.amin), _REDUCE_NAMES, None),
+    ((np.nanmax,), _REDUCE_NAMES, None),
+    ((np.nanmin,), _REDUCE_NAMES, None),
+    ((np.maximum.reduce,), _UFUNC_REDUCE_NAMES, 0),
+    ((np.minimum.reduce,), _UFUNC_REDUCE_NAMES, 0),
+    ((np.fmax.reduce,), _UFUNC_REDUCE_NAMES, 0),
+    ((np.fmin.reduce,), _UFUNC_REDUCE_NAMES, 0),
+):
+    _reduction_rules(_fs, _names, _axis, _extremum_weights)
+
+
+def _ptp_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
     shape = shape_of(x)
-    axes = normalize_axes(p.get("axis"), len(shape))
-    g = expand_reduced(grad, shape, axes, bool(p.get("keepdims", False)))
-    return (g / _count(shape, axes),) + (None,) * len(args)
+    ax = axes if axes else None
+    hi = np.max(x, axis=ax, keepdims=True)
+    lo = np.min(x, axis=ax, keepdims=True)
+    return np.broadcast_to(_extremum_weights(x, hi, axes, True, {})
+                           - _extremum_weights(x, lo, axes, True, {}), shape)
+
+
+_reduction_rules((np.ptp,), ("a", "axis", "out", "keepdims"), None, _ptp_weights)
+
+
+# -- products --------------------------------------------------------------------------------
+
+
+def _to_last(x: Any, axes: tuple[int, ...]) -> tuple[Any, Callable[[Any], Any]]:
+    """``x`` with ``axes`` moved to the end and merged into one; and the inverse map."""
+    shape = tuple(shape_of(x))
+    nd = len(shape)
+    rest = tuple(a for a in range(nd) if a not in axes)
+    perm = rest + tuple(axes)
+    moved = np.transpose(x, perm)
+    merged_shape = tuple(shape[a] for a in rest) + (_count(shape, axes),)
+    moved_shape = tuple(shape[a] for a in perm)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+
+    def back(y: Any) -> Any:
+        return np.transpose(np.reshape(y, moved_shape), inverse)
+
+    return np.reshape(moved, merged_shape), back
+
+
+def _exclusive_last(v: Any) -> Any:
+    """Products of all other entries along the last axis (no division)."""
+    n = shape_of(v)[-1]
+    if n == 0:
+        return v
+    ones = np.ones(shape_of(v)[:-1] + (1,))
+    left = np.concatenate([ones, np.cumprod(v[..., :-1], axis=-1)], axis=-1)
+    flipped = np.flip(v, -1)
+    right = np.flip(np.concatenate([ones, np.cumprod(flipped[..., :-1], axis=-1)], axis=-1), -1)
+    return left * right
+
+
+def exclusive_products(x: Any, axes: tuple[int, ...]) -> Any:
+    """For each entry, the product of the other entries of its slice along ``axes``."""
+    if not axes:
+        return np.ones(shape_of(x))
+    flat, back = _to_last(x, axes)
+    return back(_exclusive_last(flat))
+
+
+def _prod_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    w = _where(p)
+    if w is not None:
+        x = np.where(np.broadcast_to(w, shape_of(x)), x, 1.0)
+        return exclusive_products(x, axes) * np.broadcast_to(w, shape_of(x))
+    return exclusive_products(x, axes)
+
+
+_reduction_rules((np.prod,), _REDUCE_NAMES, None, _prod_weights)
+_reduction_rules((np.multiply.reduce,), _UFUNC_REDUCE_NAMES, 0, _prod_weights)
+_reduction_rules((np.nanprod,), _REDUCE_NAMES, None,
+                 lambda x, out, axes, keepdims, p: exclusive_products(
+                     np.where(np.isnan(x), 1.0, x), axes) * (~np.isnan(x)))
+
+
+# -- variance and standard deviation ------------------------------------------------------------
+
+
+def _ddof(p: dict) -> float:
+    correction = p.get("correction", _NoValue)
+    if correction is not _NoValue and correction is not None:
+        return float(correction)
+    return float(p.get("ddof", 0) or 0)
+
+
+def _var_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    if _where(p) is not None or p.get("mean", _NoValue) is not _NoValue:
+        raise NotImplementedError("dualad: np.var/np.std with where= or mean= are not "
+                                  "differentiable yet; compute them with np.mean and np.sum.")
+    shape = shape_of(x)
+    ax = axes if axes else None
+    centered = x - np.mean(x, axis=ax, keepdims=True)
+    return centered * (2.0 / (_count(shape, axes) - _ddof(p)))
+
+
+def _std_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
+    return _var_weights(x, out, axes, keepdims, p) / (
+        2.0 * expand_reduced(out, shape_of(x), axes, keepdims))
+
+
+_reduction_rules((np.var,), _VAR_NAMES, None, _var_weights)
+_reduction_rules((np.std,), _VAR_NAMES, None, _std_weights)
+
+
+# -- cumulative sums and products -------------------------------------------------------------
+
+
+def _cum_params(x: Any, args: tuple, kwargs: dict, names: tuple[str, ...],
+                default_axis: Any) -> tuple[Any, int | None, bool]:
+    p = bind(names, (x,) + args, kwargs)
+    axis = p.get("axis", default_axis)
+    nd = len(shape_of(x))
+    if axis is None:
+        return p, None, bool(p.get("include_initial", False))
+    return p, normalize_axes(axis, nd)[0], bool(p.get("include_initial", False))
+
+
+def _reverse_cumsum(g: Any, axis: int) -> Any:
+    return np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis)
+
+
+def _drop_initial(g: Any, axis: int, initial: bool) -> Any:
+    if not initial:
+        return g
+    index = [slice(None)] * len(shape_of(g))
+    index[axis] = slice(1, None)
+    return g[tuple(index)]
+
+
+def _add_initial(p: Any, axis: int, initial: bool, fill: float = 0.0) -> Any:
+    if not initial:
+        return p
+    shape = list(shape_of(p))
+    shape[axis] = 1
+    return np.concatenate([np.full(shape, fill), p], axis=axis)
+
+
+_CUMSUM_NAMES = ("a", "axis", "dtype", "out")
+_CUMULATIVE_NAMES = ("x", "axis", "dtype", "out", "include_initial")
+_ACCUMULATE_NAMES = ("array", "axis", "dtype", "out")
+
+
+def _cumsum_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any) -> None:
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        _, axis, initial = _cum_params(x, args, kwargs, names, default_axis)
+        shape = shape_of(x)
+        if axis is None:
+            g = _drop_initial(grad, 0, initial)
+            return (np.reshape(_reverse_cumsum(g, 0), shape),) + (None,) * len(args)
+        g = _drop_initial(grad, axis, initial)
+        return (_reverse_cumsum(g, axis),) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        _, axis, initial = _cum_params(x, args, kwargs, names, default_axis)
+        value = funcs[0](x.value, *args, **kwargs)
+        p = x.partials
+        if axis is None:
+            p, axis = np.reshape(p, (-1, shape_of(p)[-1])), 0
+        return dual_or_value(value, _add_initial(np.cumsum(p, axis=axis), axis, initial), x.tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{getattr(funcs[0], '__name__', 'cum')}"
+    gradient_rule(*funcs)(grad_impl)
+    tangent_rule(*funcs)(tangent_impl)
+
+
+_cumsum_rules((np.cumsum,), _CUMSUM_NAMES, None)
+_cumsum_rules((np.add.accumulate,), _ACCUMULATE_NAMES, 0)
+if hasattr(np, "cumulative_sum"):
+    _cumsum_rules((np.cumulative_sum,), _CUMULATIVE_NAMES, None)
+
+
+def _has_zero(x: Any) -> bool:
+    return bool(np.any(x == 0))
+
+
+def _cumprod_matrix(v: Any) -> Any:
+    """``M[..., i, j] = d y_j / d x_i`` of ``y = cumprod(v, -1)`` (exact with zeros)."""
+    n = shape_of(v)[-1]
+    strict = np.triu(np.ones((n, n), dtype=bool), 1)  # l > i
+    a = np.where(strict, np.expand_dims(v, -2), 1.0)
+    t = np.cumprod(a, axis=-1)  # t[i, j] = prod_{i < l <= j} v_l
+    ones = np.ones(shape_of(v)[:-1] + (1,))
+    left = np.concatenate([ones, np.cumprod(v[..., :-1], axis=-1)], axis=-1)
+    upper = np.triu(np.ones((n, n)))  # j >= i
+    return np.expand_dims(left, -1) * t * upper
+
+
+def _cumprod_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any) -> None:
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        _, axis, initial = _cum_params(x, args, kwargs, names, default_axis)
+        shape = shape_of(x)
+        if axis is None:
+            v = np.reshape(x, (-1,))
+            g = _drop_initial(grad, 0, initial)
+            y = _drop_initial(output, 0, initial)
+            ax = 0
+        else:
+            v, g, ax = x, _drop_initial(grad, axis, initial), axis
+            y = _drop_initial(output, axis, initial)
+        if not _has_zero(v):
+            gx = _reverse_cumsum(g * y, ax) / v
+        else:
+            vl, gl = np.moveaxis(v, ax, -1), np.moveaxis(g, ax, -1)
+            m = _cumprod_matrix(vl)
+            gx = np.moveaxis(np.sum(m * np.expand_dims(gl, -2), axis=-1), -1, ax)
+        return (np.reshape(gx, shape),) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        _, axis, initial = _cum_params(x, args, kwargs, names, default_axis)
+        value = funcs[0](x.value, *args, **kwargs)
+        v, p = x.value, x.partials
+        if axis is None:
+            v, p, axis = np.reshape(v, (-1,)), np.reshape(p, (-1, shape_of(p)[-1])), 0
+        y = np.cumprod(v, axis=axis)
+        if not _has_zero(v):
+            dp = _column(y) * np.cumsum(p / _column(v), axis=axis)
+        else:
+            m = _cumprod_matrix(np.moveaxis(v, axis, -1))  # (..., i, j)
+            pl = np.moveaxis(p, axis, -2)  # (..., i, k)
+            dp = np.moveaxis(np.matmul(np.swapaxes(m, -1, -2), pl), -2, axis)
+        return dual_or_value(value, _add_initial(dp, axis, initial), x.tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{getattr(funcs[0], '__name__', 'cum')}"
+    gradient_rule(*funcs)(grad_impl)
+    tangent_rule(*funcs)(tangent_impl)
+
+
+_cumprod_rules((np.cumprod,), _CUMSUM_NAMES, None)
+_cumprod_rules((np.multiply.accumulate,), _ACCUMULATE_NAMES, 0)
+if hasattr(np, "cumulative_prod"):
+    _cumprod_rules((np.cumulative_prod,), _CUMULATIVE_NAMES, None)

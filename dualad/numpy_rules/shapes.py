@@ -1,9 +1,18 @@
-"""Gradient rules for functions that move or repeat entries: reshape, transpose, broadcast.
+"""Rules for functions that move, add, drop or repeat entries.
+
+reshape, ravel, transpose, swapaxes, moveaxis, expand_dims, squeeze, broadcast_to,
+atleast_1d/2d/3d, flip / fliplr / flipud, rot90, roll, tile, repeat, pad (every mode
+that copies entries), diag, diagonal, diagflat, tril, triu, copy, matrix_transpose.
+Gradients map ``grad`` back (the inverse move, or a sum over copies); tangents apply the
+same move to the partials' value axes. Functions that copy entries irregularly use an
+index map (see :mod:`dualad.numpy_rules._support`).
 
 Example:
     >>> import numpy as np, dualad as ad
     >>> ad.grad(lambda x: np.sum(np.reshape(x, (3, 2)) ** 2))(np.ones(6))
     array([2., 2., 2., 2., 2., 2.])
+    >>> ad.grad(lambda x: np.sum(np.tile(x, 3)))(np.ones(2))
+    array([3., 3.])
 """
 
 from __future__ import annotations
@@ -13,10 +22,24 @@ from typing import Any
 import numpy as np
 
 from ..dispatch import gradient
+from ..dual import Dual, innermost_tag
 from ..numpy_bridge import shape_of
 from ..operators import Method
 from ..unbroadcast import unbroadcast
 from ._signatures import bind
+from ._support import (
+    dual_or_value,
+    gather_gradient,
+    gather_tangent,
+    gradient_rule,
+    index_map,
+    kfirst,
+    klast,
+    ndim_of,
+    normalize_axes,
+    normalize_axis,
+    tangent_rule,
+)
 
 
 @gradient.dispatch
@@ -72,3 +95,283 @@ def _swapaxes(op: Method[np.swapaxes], grad: Any, output: Any, x: Any, axis1: An
 def _broadcast_to(op: Method[np.broadcast_to], grad: Any, output: Any, x: Any, *args: Any,
                   **kwargs: Any):
     return (unbroadcast(grad, shape_of(x)),) + (None,) * len(args)
+
+
+# -- both modes: axes moved, added or removed --------------------------------------------
+
+
+def _reshape_rules(*funcs: Any) -> None:
+    """Rules for functions whose output is ``x`` reshaped (same entries, C order)."""
+
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        return (np.reshape(grad, shape_of(x)),) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        value = funcs[0](x.value, *args, **kwargs)
+        p = x.partials
+        return dual_or_value(value, np.reshape(p, shape_of(value) + shape_of(p)[-1:]), x.tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{funcs[0].__name__}"
+    gradient_rule(*funcs)(grad_impl)
+    tangent_rule(*funcs)(tangent_impl)
+
+
+_reshape_rules(np.expand_dims)
+_reshape_rules(np.squeeze)
+
+
+def _atleast_rules(func: Any) -> None:
+    """``np.atleast_Nd``: a reshape of each argument (a tuple of results for several)."""
+
+    def grad_impl(grad: Any, output: Any, *arys: Any) -> tuple:
+        if len(arys) == 1:
+            return (np.reshape(grad, shape_of(arys[0])),)
+        return tuple(np.reshape(g, shape_of(a)) for g, a in zip(grad, arys))
+
+    def one(x: Any, tag: Any) -> Any:
+        if not (isinstance(x, Dual) and x.tag is tag):
+            return func(x)
+        value = func(x.value)
+        p = x.partials
+        return Dual._make(value, np.reshape(p, shape_of(value) + shape_of(p)[-1:]), tag)
+
+    def tangent_impl(*arys: Any) -> Any:
+        tag = innermost_tag(arys)
+        if tag is None:
+            return func(*arys)
+        if len(arys) == 1:
+            return one(arys[0], tag)
+        return tuple(one(a, tag) for a in arys)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{func.__name__}"
+    gradient_rule(func)(grad_impl)
+    tangent_rule(func, duals="any")(tangent_impl)
+
+
+for _f in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
+    _atleast_rules(_f)
+
+
+@gradient_rule(np.moveaxis)
+def _moveaxis(grad: Any, output: Any, x: Any, source: Any, destination: Any) -> tuple:
+    return (np.moveaxis(grad, destination, source), None, None)
+
+
+@tangent_rule(np.moveaxis)
+def _moveaxis_tangent(x: Any, source: Any, destination: Any) -> Any:
+    nd = ndim_of(x.value)
+    src = _axes_list(source, nd, "moveaxis")
+    dst = _axes_list(destination, nd, "moveaxis")
+    return dual_or_value(np.moveaxis(x.value, source, destination),
+                         np.moveaxis(x.partials, src, dst), x.tag)
+
+
+def _axes_list(axis: Any, nd: int, fname: str) -> Any:
+    if isinstance(axis, (int, np.integer)):
+        return normalize_axis(axis, nd, fname)
+    return [normalize_axis(a, nd, fname) for a in axis]
+
+
+@gradient_rule(np.matrix_transpose, np.linalg.matrix_transpose)
+def _matrix_transpose(grad: Any, output: Any, x: Any) -> tuple:
+    return (np.swapaxes(grad, -1, -2),)
+
+
+@tangent_rule(np.matrix_transpose, np.linalg.matrix_transpose)
+def _matrix_transpose_tangent(x: Any) -> Any:
+    return np.swapaxes(x, -1, -2)
+
+
+@gradient_rule(np.copy)
+def _copy(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+    return (grad,) + (None,) * len(args)
+
+
+@tangent_rule(np.copy)
+def _copy_tangent(x: Any, *args: Any, **kwargs: Any) -> Any:
+    return Dual._make(np.copy(x.value), np.copy(x.partials), x.tag)
+
+
+# -- flips and rotations ------------------------------------------------------------------
+
+
+def _flip_axes(x: Any, axis: Any) -> tuple[int, ...]:
+    return normalize_axes(axis, ndim_of(x), "flip")
+
+
+@gradient_rule(np.flip)
+def _flip(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+    axis = bind(("axis",), args, kwargs).get("axis")
+    return (np.flip(grad, _flip_axes(x, axis)),) + (None,) * len(args)
+
+
+@tangent_rule(np.flip)
+def _flip_tangent(x: Any, axis: Any = None) -> Any:
+    axes = _flip_axes(x.value, axis)
+    return dual_or_value(np.flip(x.value, axes), np.flip(x.partials, axes), x.tag)
+
+
+@gradient_rule(np.fliplr)
+def _fliplr(grad: Any, output: Any, x: Any) -> tuple:
+    return (np.flip(grad, 1),)
+
+
+@gradient_rule(np.flipud)
+def _flipud(grad: Any, output: Any, x: Any) -> tuple:
+    return (np.flip(grad, 0),)
+
+
+@tangent_rule(np.fliplr)
+def _fliplr_tangent(x: Any) -> Any:
+    return np.flip(x, 1)
+
+
+@tangent_rule(np.flipud)
+def _flipud_tangent(x: Any) -> Any:
+    return np.flip(x, 0)
+
+
+def _rot90_params(x: Any, args: tuple, kwargs: dict) -> tuple[int, tuple[int, int]]:
+    p = bind(("m", "k", "axes"), (x,) + args, kwargs)
+    axes = p.get("axes", (0, 1))
+    nd = ndim_of(x)
+    return int(p.get("k", 1)), (normalize_axis(axes[0], nd, "rot90"),
+                                 normalize_axis(axes[1], nd, "rot90"))
+
+
+@gradient_rule(np.rot90)
+def _rot90(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+    k, axes = _rot90_params(x, args, kwargs)
+    return (np.rot90(grad, -k, axes),) + (None,) * len(args)
+
+
+@tangent_rule(np.rot90)
+def _rot90_tangent(x: Any, *args: Any, **kwargs: Any) -> Any:
+    k, axes = _rot90_params(x.value, args, kwargs)
+    return dual_or_value(np.rot90(x.value, k, axes), np.rot90(x.partials, k, axes), x.tag)
+
+
+@gradient_rule(np.roll)
+def _roll(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+    p = bind(("shift", "axis"), args, kwargs)
+    shift, axis = p["shift"], p.get("axis")
+    if isinstance(shift, (int, np.integer)):
+        back: Any = -int(shift)
+    else:
+        back = tuple(-int(s) for s in shift)
+    if axis is None:
+        g = np.reshape(np.roll(np.reshape(grad, (-1,)), back), shape_of(x))
+    else:
+        g = np.roll(grad, back, axis)
+    return (g,) + (None,) * len(args)
+
+
+# -- tiles, repeats, pads: index maps -------------------------------------------------------
+
+
+def index_map_rules(func: Any, build: Any, name: str | None = None,
+                    tangent: bool = True) -> None:
+    """Rules for a function that copies entries of its first argument.
+
+    ``build(x, *args, **kwargs)`` returns the index map: for each output entry the flat
+    index of the input entry it copies, ``-1`` where the output is a constant.
+    """
+
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        index = build(x, *args, **kwargs)
+        return (gather_gradient(grad, index, shape_of(x)),) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        value = func(x.value, *args, **kwargs)
+        index = build(x.value, *args, **kwargs)
+        return dual_or_value(value, gather_tangent(x.partials, index), x.tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{name or func.__name__}"
+    gradient_rule(func)(grad_impl)
+    if tangent:
+        tangent_rule(func)(tangent_impl)
+
+
+def _tile_map(x: Any, reps: Any) -> np.ndarray:
+    return index_map(np.tile, shape_of(x), reps)
+
+
+def _repeat_map(x: Any, repeats: Any, axis: Any = None) -> np.ndarray:
+    return index_map(np.repeat, shape_of(x), repeats, axis)
+
+
+_GATHER_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "empty")
+
+
+def _pad_map(x: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> np.ndarray:
+    if callable(mode) or mode not in _GATHER_PAD_MODES:
+        raise NotImplementedError(
+            f"dualad: np.pad(..., mode={mode!r}) is not differentiable yet; modes "
+            f"{', '.join(_GATHER_PAD_MODES)} are."
+        )
+    if mode in ("constant", "empty"):
+        return index_map(np.pad, shape_of(x), pad_width, mode="constant", constant_values=-1)
+    return index_map(np.pad, shape_of(x), pad_width, mode=mode,
+                     **{k: v for k, v in kwargs.items() if k == "reflect_type"})
+
+
+index_map_rules(np.tile, _tile_map)
+index_map_rules(np.repeat, _repeat_map)
+index_map_rules(np.pad, _pad_map)
+
+
+# -- diagonals and triangles ------------------------------------------------------------------
+
+
+def _diag_map(x: Any, k: int = 0) -> np.ndarray:
+    if ndim_of(x) == 1:
+        return index_map(lambda a: np.diag(a + 1, k) - 1, shape_of(x))
+    return index_map(np.diag, shape_of(x), k)
+
+
+def _diagonal_map(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> np.ndarray:
+    return index_map(np.diagonal, shape_of(x), offset, axis1, axis2)
+
+
+index_map_rules(np.diag, _diag_map)
+index_map_rules(np.diagonal, _diagonal_map)
+index_map_rules(np.diagflat, lambda x, k=0: index_map(
+    lambda a: np.diagflat(a + 1, k) - 1, shape_of(x)), "diagflat")
+
+
+@gradient_rule(np.linalg.diagonal)
+def _linalg_diagonal(grad: Any, output: Any, x: Any, *, offset: int = 0) -> tuple:
+    return (gather_gradient(grad, _diagonal_map(x, offset, -2, -1), shape_of(x)),)
+
+
+@tangent_rule(np.linalg.diagonal)
+def _linalg_diagonal_tangent(x: Any, *, offset: int = 0) -> Any:
+    return np.diagonal(x, offset, -2, -1)
+
+
+def _triangle_rules(func: Any) -> None:
+    def k_of(args: tuple, kwargs: dict) -> int:
+        return int(bind(("k",), args, kwargs).get("k", 0))
+
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        k = k_of(args, kwargs)
+        if ndim_of(x) >= 2:
+            return (func(grad, k),) + (None,) * len(args)
+        index = index_map(lambda a: func(a + 1, k) - 1, shape_of(x))
+        return (gather_gradient(grad, index, shape_of(x)),) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        k = k_of(args, kwargs)
+        value = func(x.value, k)
+        if ndim_of(x.value) >= 2:
+            return dual_or_value(value, klast(func(kfirst(x.partials), k)), x.tag)
+        index = index_map(lambda a: func(a + 1, k) - 1, shape_of(x.value))
+        return dual_or_value(value, gather_tangent(x.partials, index), x.tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{func.__name__}"
+    gradient_rule(func)(grad_impl)
+    tangent_rule(func)(tangent_impl)
+
+
+_triangle_rules(np.tril)
+_triangle_rules(np.triu)

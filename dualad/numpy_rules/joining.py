@@ -1,0 +1,198 @@
+"""Rules for joining and splitting: concatenate, stack, hstack, vstack, dstack, split, ...
+
+``concatenate`` and ``stack`` have direct gradients (slices of ``grad``; their tangents
+live in :mod:`dualad.numpy_rules.tangents_core`). The other joins (``hstack``, ``vstack``,
+``dstack``, ``column_stack``, ``append``) and the splits (``split``, ``array_split``,
+``hsplit``, ``vsplit``, ``dsplit``, ``unstack``) use an index map: the function applied
+to the flat positions of its inputs says where each output entry comes from. A split
+returns a list of arrays; its gradient receives one gradient per piece (zeros for
+pieces that were not used).
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> ad.grad(lambda x: np.sum(np.vstack([x, 2 * x])))(np.ones(2))
+    array([3., 3.])
+    >>> ad.grad(lambda x: np.sum(np.split(x, 2)[1]))(np.ones(4))
+    array([0., 0., 1., 1.])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..dual import Dual, innermost_tag
+from ..numpy_bridge import shape_of
+from ._signatures import bind
+from ._support import (
+    gather_gradient,
+    gather_tangent,
+    gradient_rule,
+    index_map,
+    normalize_axis,
+    split_duals,
+    tangent_rule,
+)
+
+__all__ = ["join_rules", "split_rules"]
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+# -- concatenate and stack: gradients by slicing ---------------------------------------------
+
+
+@gradient_rule(np.concatenate)
+def _concatenate(grad: Any, output: Any, arrays: Any, *args: Any, **kwargs: Any) -> tuple:
+    axis = bind(("axis",), args, kwargs).get("axis", 0)
+    shapes = [shape_of(a) for a in arrays]
+    if axis is None:
+        flat = np.reshape(grad, (-1,))
+        out, start = [], 0
+        for s in shapes:
+            n = _size(s)
+            out.append(np.reshape(flat[start:start + n], s))
+            start += n
+        return (tuple(out),) + (None,) * len(args)
+    ax = normalize_axis(axis, len(shapes[0]), "concatenate")
+    out, start = [], 0
+    lead = (slice(None),) * ax
+    for s in shapes:
+        n = s[ax]
+        out.append(grad[lead + (slice(start, start + n),)])
+        start += n
+    return (tuple(out),) + (None,) * len(args)
+
+
+@gradient_rule(np.stack)
+def _stack(grad: Any, output: Any, arrays: Any, *args: Any, **kwargs: Any) -> tuple:
+    axis = bind(("axis",), args, kwargs).get("axis", 0)
+    ax = normalize_axis(axis, len(shape_of(output)), "stack")
+    lead = (slice(None),) * ax
+    return (tuple(grad[lead + (i,)] for i in range(len(arrays))),) + (None,) * len(args)
+
+
+# -- other joins: index maps over all inputs --------------------------------------------------
+
+
+def _joint_maps(shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    """Flat positions of each input within the concatenation of all inputs' entries."""
+    maps, start = [], 0
+    for s in shapes:
+        n = _size(s)
+        maps.append(np.arange(start, start + n, dtype=np.intp).reshape(s))
+        start += n
+    return maps
+
+
+def join_rules(func: Any, items_of: Callable[[tuple, dict], tuple[list[Any], Callable]],
+               name: str | None = None) -> None:
+    """Rules for a function that joins several arrays.
+
+    ``items_of(args, kwargs)`` returns the list of joined arrays and ``call(items)``,
+    which calls ``func`` with other arrays in their place; the gradient is returned in the
+    same positions (a tuple for a list argument).
+    """
+
+    def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+        items, call, positions = items_of(args, kwargs)
+        shapes = [shape_of(x) for x in items]
+        index = np.asarray(call(_joint_maps(shapes)))
+        total = sum(_size(s) for s in shapes)
+        flat = gather_gradient(grad, index, (total,))
+        grads, start = [], 0
+        for s in shapes:
+            n = _size(s)
+            grads.append(np.reshape(flat[start:start + n], s))
+            start += n
+        return positions(grads)
+
+    def tangent_impl(*args: Any, **kwargs: Any) -> Any:
+        items, call, _ = items_of(args, kwargs)
+        tag = innermost_tag(list(items))
+        if tag is None:
+            return func(*args, **kwargs)
+        values, partials = split_duals(items, tag)
+        k = next(shape_of(p)[-1] for p in partials if p is not None)
+        flat = np.concatenate([
+            np.reshape(p, (-1, k)) if p is not None else np.zeros((_size(shape_of(v)), k))
+            for v, p in zip(values, partials)
+        ], axis=0)
+        index = np.asarray(call(_joint_maps([shape_of(v) for v in values])))
+        return Dual._make(call(values), gather_tangent(flat, index), tag)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{name or func.__name__}"
+    gradient_rule(func)(grad_impl)
+    tangent_rule(func, duals="any")(tangent_impl)
+
+
+def _sequence_items(func: Any) -> Callable[[tuple, dict], tuple]:
+    """``items_of`` for ``func(tup, *rest, **kwargs)``, whose first argument is a sequence."""
+
+    def items_of(args: tuple, kwargs: dict) -> tuple:
+        items = list(args[0])
+        rest = args[1:]
+
+        def call(new_items: list[Any]) -> Any:
+            return func(new_items, *rest, **kwargs)
+
+        def positions(grads: list[Any]) -> tuple:
+            return (tuple(grads),) + (None,) * len(rest)
+
+        return items, call, positions
+
+    return items_of
+
+
+def _append_items(args: tuple, kwargs: dict) -> tuple:
+    p = bind(("arr", "values", "axis"), args, kwargs)
+    axis = p.get("axis")
+
+    def call(new_items: list[Any]) -> Any:
+        return np.append(new_items[0], new_items[1], axis=axis)
+
+    def positions(grads: list[Any]) -> tuple:
+        return (grads[0], grads[1]) + (None,) * (len(args) - 2)
+
+    return [p["arr"], p["values"]], call, positions
+
+
+for _f in (np.hstack, np.vstack, np.dstack, np.column_stack):
+    join_rules(_f, _sequence_items(_f))
+join_rules(np.append, _append_items)
+
+
+# -- splits ---------------------------------------------------------------------------------------
+
+
+def split_rules(func: Any) -> None:
+    """Rules for a function returning a list of pieces of its first argument."""
+
+    def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        maps = func(index_map(lambda a: a, shape_of(x)), *args, **kwargs)
+        index = np.concatenate([np.reshape(m, (-1,)) for m in maps]) if len(maps) else \
+            np.zeros(0, dtype=np.intp)
+        flat = np.concatenate([np.reshape(g, (-1,)) for g in grad]) if len(grad) else \
+            np.zeros(0)
+        return (gather_gradient(flat, index, shape_of(x)),) + (None,) * len(args)
+
+    def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        values = func(x.value, *args, **kwargs)
+        maps = func(index_map(lambda a: a, shape_of(x.value)), *args, **kwargs)
+        pieces = [Dual._make(v, gather_tangent(x.partials, m), x.tag)
+                  for v, m in zip(values, maps)]
+        return type(values)(pieces) if isinstance(values, tuple) else pieces
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{func.__name__}"
+    gradient_rule(func)(grad_impl)
+    tangent_rule(func)(tangent_impl)
+
+
+for _f in (np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit):
+    split_rules(_f)
+if hasattr(np, "unstack"):
+    split_rules(np.unstack)
