@@ -20,10 +20,12 @@ DESCRIPTION = """
 Wall time of `python -c "import X"` in a new subprocess (median of several; bytecode
 caches written by an untimed first run). Baseline: `import numpy` (which dualad needs).
 "first call" rows time, inside a fresh interpreter after the import, the first
-ad.grad(np.sin)(0.5) (dispatch set-up) and the first np.sin on an ad.Dual with the numba
-kernel backend, with an empty numba cache dir (cold: compiles) and again with the cache
-that run left (warm: loads). Those need dualad.dual_kernels' backend switch and are
-skipped without it.
+ad.grad(np.sin)(0.5) (dispatch set-up) and the first np.sin on an ad.Dual (8 values, 2
+directions) with the numba kernel forced, with empty kernel and numba cache directories
+(DUALAD_KERNEL_CACHE, NUMBA_CACHE_DIR; cold: generates and compiles) and again with the
+caches such a run left (warm: loads), next to the same first call with the kernels off
+(what is left is first-use set-up unrelated to numba). Those need dualad.dual_kernels'
+switch and are skipped without it. --quick skips the jax and torch imports.
 """
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,18 +48,18 @@ import numpy as np
 import dualad as ad
 from benchmarks.common import Skip
 from benchmarks.kernels import backend_switch
+import sys
 try:
-    ctx = backend_switch("numba")
+    with backend_switch(sys.argv[1], ops=("sin",)):
+        d = ad.Dual(np.linspace(0.1, 1.0, 8), np.ones((8, 2)))
+        t0 = time.perf_counter()
+        np.sin(d)
+        t1 = time.perf_counter()
+        np.sin(d)
+        t2 = time.perf_counter()
 except Skip as exc:
     print(json.dumps({"skip": str(exc)}))
     raise SystemExit(0)
-with ctx:
-    d = ad.Dual(np.linspace(0.1, 1.0, 8), np.ones((8, 2)))
-    t0 = time.perf_counter()
-    np.sin(d)
-    t1 = time.perf_counter()
-    np.sin(d)
-    t2 = time.perf_counter()
 print(json.dumps({"first": t1 - t0, "second": t2 - t1}))
 """
 
@@ -70,10 +72,10 @@ def _env(extra=None):
     return env
 
 
-def _run(code, env=None, timeout=300):
+def _run(code, env=None, timeout=300, args=()):
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *args],
         cwd=ROOT,
         env=_env(env),
         capture_output=True,
@@ -85,6 +87,11 @@ def _run(code, env=None, timeout=300):
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise RuntimeError(tail)
     return elapsed, proc.stdout
+
+
+def _cache_env(path):
+    """Point dualad's generated kernel modules and numba's cache at ``path``."""
+    return {"DUALAD_KERNEL_CACHE": path, "NUMBA_CACHE_DIR": path}
 
 
 def _timing(samples):
@@ -113,6 +120,8 @@ def run(quick: bool = False):
         row = Row("import_time", "import", method, kind, size=1)
         if peer_name is not None and peer(peer_name) is None:
             row.error = f"skipped: {peer_name} not installed"
+        elif quick and peer_name in ("jax", "torch"):
+            row.error = "skipped: --quick"
         else:
             try:
                 if not (quick and kind == PEER):
@@ -132,16 +141,21 @@ def run(quick: bool = False):
         row.error = short_error(exc)
     bench.add(row)
 
-    for label, reuse in (("cold numba cache", False), ("warm numba cache", True)):
+    kernel_runs = [
+        ("kernels off", "numpy", True),
+        ("numba, cold cache", "numba", False),
+        ("numba, warm cache", "numba", True),
+    ]
+    for label, backend, reuse in kernel_runs:
         row = Row("import_time", "first call", f"dualad first Dual sin, {label}", DUALAD, size=1)
         try:
             samples, seconds = [], []
             with tempfile.TemporaryDirectory() as cache:
                 if reuse:
-                    _run(FIRST_KERNEL, {"NUMBA_CACHE_DIR": cache})
-                for i in range(reps if reuse else max(2, reps // 2)):
+                    _run(FIRST_KERNEL, _cache_env(cache), args=(backend,))
+                for i in range(reps if reuse else max(1, reps // 2)):
                     sub = cache if reuse else os.path.join(cache, str(i))
-                    res = _json(_run(FIRST_KERNEL, {"NUMBA_CACHE_DIR": sub})[1])
+                    res = _json(_run(FIRST_KERNEL, _cache_env(sub), args=(backend,))[1])
                     if "skip" in res:
                         raise _Skipped(res["skip"])
                     samples.append(res["first"] * 1e6)

@@ -16,10 +16,11 @@ One elementwise op on a dual array: value shape (n,), partials shape (n, k). Bas
 plain numpy formulas on (x.value, x.partials), e.g. sin: (np.sin(v), np.cos(v)[:, None]
 * p); multiply: (a*b, b[:, None]*ap + a[:, None]*bp). Reference: a fused numba loop
 computing value and partials in one pass into numpy-allocated outputs, laid out as
-dualad's generated kernels are (compilation excluded). dualad rows apply the
-numpy function to ad.Dual(value, partials); "dualad Dual [numpy]" / "[numba]" select the
-forward-mode kernel backend through dualad.dual_kernels when that module offers a switch.
-max abs err is against the baseline's partials.
+dualad's generated kernels are (compilation excluded). dualad rows apply the numpy
+function to ad.Dual(value, partials).
+max abs err is against the baseline's partials. "dualad Dual" is the default, which uses
+the numba kernel only above per-op size thresholds and for k >= 2; "[numpy]" turns the
+kernels off (dual_kernels.set_enabled(False)); "[numba]" forces them at every size.
 """
 
 OPS = ("sin", "exp", "multiply")
@@ -104,37 +105,42 @@ def numba_fused(op):
 # -- dualad ----------------------------------------------------------------------------
 
 
-def backend_switch(name):
-    """Context manager selecting dualad's forward-mode kernel backend ("numpy"/"numba").
+@contextlib.contextmanager
+def backend_switch(name, ops=OPS):
+    """Select dualad's forward-mode kernel backend, "numpy" or "numba", inside a ``with``.
 
-    The single wiring point for the backend switch of ``dualad.dual_kernels``: it uses
-    ``use_backend(name)`` / ``backend(name)`` (context managers) or ``set_backend(name)``
-    with ``get_backend()``, whichever the module has. Raises Skip when there is none.
+    The single wiring point for ``dualad.dual_kernels``: "numpy" turns the fused kernels
+    off (``set_enabled(False)``); "numba" turns them on and forces them at every size
+    (size thresholds of ``ops`` set to 0, ``MIN_K`` to 1), so the two backends can be
+    compared where dualad's own thresholds would choose one. Raises Skip when dualad has
+    no such switch. Everything is restored on exit.
     """
     try:
         mod = importlib.import_module("dualad.dual_kernels")
     except ImportError as exc:
         raise Skip("dualad.dual_kernels does not exist yet") from exc
-    for attr in ("use_backend", "backend"):
-        fn = getattr(mod, attr, None)
-        if callable(fn):
-            return fn(name)
-    setter = getattr(mod, "set_backend", None)
-    if callable(setter):
-
-        @contextlib.contextmanager
-        def ctx():
-            getter = getattr(mod, "get_backend", None)
-            old = getter() if callable(getter) else None
-            setter(name)
-            try:
-                yield
-            finally:
-                if old is not None:
-                    setter(old)
-
-        return ctx()
-    raise Skip("dualad.dual_kernels has no backend switch yet")
+    if not callable(getattr(mod, "set_enabled", None)):
+        raise Skip("dualad.dual_kernels has no set_enabled switch")
+    if name not in ("numpy", "numba"):
+        raise ValueError(name)
+    enabled, min_k, saved = mod.ENABLED, getattr(mod, "MIN_K", None), []
+    try:
+        mod.set_enabled(name == "numba")
+        if name == "numba":
+            if min_k is not None:
+                mod.MIN_K = 1
+            for op in ops:
+                rk = mod.kernels_for(getattr(np, op))
+                if rk is not None and hasattr(rk, "threshold"):
+                    saved.append((rk, rk.threshold))
+                    rk.threshold = 0
+        yield
+    finally:
+        mod.set_enabled(enabled)
+        if min_k is not None:
+            mod.MIN_K = min_k
+        for rk, threshold in saved:
+            rk.threshold = threshold
 
 
 def dualad_op(op):
@@ -195,7 +201,7 @@ def run(quick: bool = False):
                 methods = [
                     ("numpy formulas", BASELINE, numpy_formula, None),
                     ("numba fused", REFERENCE, numba_fused, None),
-                    ("dualad Dual", DUALAD, dualad_op, None),
+                    ("dualad Dual (auto)", DUALAD, dualad_op, None),
                     ("dualad Dual [numpy]", DUALAD, dualad_op, "numpy"),
                     ("dualad Dual [numba]", DUALAD, dualad_op, "numba"),
                 ]
