@@ -107,7 +107,7 @@ def _json(out):
 def run(quick: bool = False):
     """Import and first-use rows."""
     bench = Bench("import_time")
-    reps = 2 if quick else 7
+    reps = 1 if quick else 7
     imports = [
         ("python -c pass", REFERENCE, "pass", None),
         ("import numpy", BASELINE, "import numpy", None),

@@ -157,11 +157,11 @@ def _timer(record, n, name):
 
 
 def run(quick: bool = False):
-    """Rows for a 100k-op chain (quick: 10k)."""
+    """Rows for a 100k-op chain (quick: 5k)."""
     from .common import peer
 
     bench = Bench("memory")
-    n = 10_000 if quick else 100_000
+    n = 5_000 if quick else 100_000
     for method, kind, record, peer_name in METHODS:
         row = Row("memory", f"n={n} ops", method, kind, size=n)
         if peer_name is not None and peer(peer_name) is None:
