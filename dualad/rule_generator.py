@@ -423,7 +423,9 @@ def _register_gradient(rule: ElementwiseRule) -> None:
     import plum
 
     n = len(rule.arg_names)
-    signature = plum.Signature(_operator_type(rule.function), object, object, *([object] * n))
+    # Any, as plum reads unannotated parameters: a user's method with the same parameters
+    # then replaces this one instead of losing to it.
+    signature = plum.Signature(_operator_type(rule.function), Any, Any, *([Any] * n))
     method = _make_gradient(rule)
     method.__name__ = method.__qualname__ = f"gradient_{rule.name}"
     method.__doc__ = f"Gradient of {rule.name} from its rule: {rule!r}"
@@ -623,7 +625,7 @@ def _gradient_after_deferred_tables(op: Any, grad: Any, output: Any, *args: Any,
 def _register_fallback() -> None:
     import plum
 
-    signature = plum.Signature(Broadcasted, object, object, varargs=object)
+    signature = plum.Signature(Broadcasted, Any, Any, varargs=Any)
     gradient.register(_gradient_after_deferred_tables, signature)
 
 

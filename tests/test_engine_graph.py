@@ -4,6 +4,7 @@ run-time rules, second derivatives, and the dispatch tables' faithfulness."""
 import gc
 import operator
 import weakref
+from typing import Any
 
 import numpy as np
 import pytest
@@ -362,3 +363,62 @@ def test_asarray_of_a_traced_vector_kept_shape_0d_regression():
     np.testing.assert_array_equal(g, np.ones(3))
     jac = ad.jacobian(lambda a: np.sum(np.asarray(a)), mode="reverse")(np.ones(3))
     np.testing.assert_array_equal(jac, np.ones(3))
+
+
+def _reregister_table_rule(f):
+    import dualad.rule_generator as rg
+
+    rule = rg.get_rule(f)
+    rg.register_elementwise_rule(f, rule.arg_names, rule.expressions, domain=rule.domain,
+                                 notes=rule.notes, source=rule.source, name=rule.name)
+
+
+def test_user_gradient_rule_replaces_a_built_in_one_regression():
+    """Built-in rules were registered with ``object`` parameters, which plum ranks more
+    specific than the ``Any`` it reads for a user's unannotated ones: a user's
+    ``@ad.gradient.dispatch`` for np.sin or np.sum was silently ignored."""
+    import plum
+
+    calls = []
+    x = np.array([0.5, 1.5])
+    sum_type = (ad.Method[np.sum], np.float64, np.float64, np.ndarray)
+    original_sum, _ = ad.gradient._resolve_method_with_cache(types=sum_type)
+    try:
+        @ad.gradient.dispatch
+        def gradient(op: ad.Broadcasted[np.sin], grad, output, x):
+            calls.append("sin")
+            return (grad * np.cos(x),)
+
+        @ad.gradient.dispatch
+        def gradient(op: ad.Method[np.sum], grad, output, x):  # noqa: F811
+            calls.append("sum")
+            return (np.broadcast_to(grad, np.shape(x)),)
+
+        g = ad.grad(lambda a: np.sum(np.sin(a)))(x)
+        np.testing.assert_allclose(g, np.cos(x))
+        assert calls == ["sum", "sin"]
+    finally:
+        _reregister_table_rule(np.sin)
+        ad.gradient.register(original_sum,
+                             plum.Signature(ad.Method[np.sum], Any, Any, Any))
+    calls.clear()
+    ad.grad(lambda a: np.sum(np.sin(a)))(x)
+    assert calls == []
+
+
+def test_user_tangent_rule_replaces_a_built_in_one():
+    calls = []
+    x = np.array([0.5, 1.5])
+    try:
+        @ad.forward.dispatch
+        def forward(op: ad.Broadcasted[np.cos], x: ad.Dual):
+            calls.append("cos")
+            return ad.Dual(np.cos(x.value), -np.sin(x.value)[..., None] * x.partials, x.tag)
+
+        np.testing.assert_allclose(ad.jacobian(np.cos, mode="forward")(x), np.diag(-np.sin(x)))
+        assert calls == ["cos"]
+        calls.clear()
+        assert float(ad.derivative(np.cos)(0.5)) == pytest.approx(-np.sin(0.5))
+        assert calls == ["cos"]
+    finally:
+        _reregister_table_rule(np.cos)

@@ -68,7 +68,8 @@ def gradient_rule(*funcs: Any) -> Callable[[Callable[..., tuple]], Callable[...,
 
         method.__name__ = method.__qualname__ = f"gradient{impl.__name__}"
         for f in funcs:
-            gradient.register(method, plum.Signature(Method[f], object, object, varargs=object))
+            # Any, as plum reads unannotated parameters, so a user's rule takes precedence.
+            gradient.register(method, plum.Signature(Method[f], Any, Any, varargs=Any))
         return impl
 
     return decorate
