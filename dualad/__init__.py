@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import backward_pass as _backward_pass  # noqa: F401  (registers graph methods)
 from . import numpy_rules as _numpy_rules  # noqa: F401  (registers the rules)
 from .dispatch import backward, forward, gradient
+from .dual import Dual
 from .errors import (
     DualadError,
     GradcheckError,
@@ -21,6 +22,7 @@ from .errors import (
     ShapeError,
     TagMismatchError,
 )
+from .forward_transforms import derivative, jvp
 from .gradcheck import gradcheck
 from .nodes import AbstractNode, CachedNode, LeafNode, Node, Variable, value
 from .operators import Broadcasted, Method, Operator
@@ -34,6 +36,7 @@ __all__ = [
     "AbstractNode",
     "Broadcasted",
     "CachedNode",
+    "Dual",
     "DualadError",
     "GradcheckError",
     "LeafNode",
@@ -48,12 +51,14 @@ __all__ = [
     "Variable",
     "backward",
     "define_rule",
+    "derivative",
     "forward",
     "grad",
     "gradcheck",
     "gradient",
     "hessian",
     "jacobian",
+    "jvp",
     "ode_jacobian",
     "pause_recording",
     "primitive",

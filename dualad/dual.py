@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch import call_rule, forward
-from .errors import ShapeError, TagMismatchError
+from .dispatch import call_rule, forward, missing_rule_message
+from .errors import MissingRuleError, ShapeError, TagMismatchError
 from .numpy_bridge import NumpyOverloads, shape_of
 from .operators import Broadcasted, Method, Operator
 from .tracing import Traced, apply_operator, new_level
@@ -249,6 +249,15 @@ class Dual(Traced, NumpyOverloads):
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
         return call_rule(forward, op, *args, **kwargs)
 
+    @classmethod
+    def _without_tangent_rule(cls, op: Operator, args: tuple, kwargs: dict) -> Any:
+        """``forward``'s fallback for Dual arguments: fine only for a result with no
+        derivative (np.shape, np.argmax, np.isclose, ...), else :class:`MissingRuleError`."""
+        found, out = _on_values_if_constant(op, args, kwargs)
+        if found:
+            return out
+        raise MissingRuleError(missing_rule_message(op, args, "forward"))
+
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
             return _call_ufunc(ufunc, inputs)
@@ -260,76 +269,38 @@ class Dual(Traced, NumpyOverloads):
             return impl(args, kwargs)
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
-    # -- arithmetic: a scalar fast path, else the ufunc's rule ----------------------
-    def _pair(self, other: Any) -> tuple[Any, Any] | None:
-        """``(other value, other derivative)`` when both are scalar one-direction Duals."""
-        t = type(other)
-        if t is Dual:
-            if other._d is not None and other.tag is self.tag:
-                return other.value, other._d
-            return None
-        if t in _PLAIN_SCALARS:
-            return other, None
-        return None
-
+    # -- arithmetic: fast paths for plain values, else the ufunc's rule ---------------
     def __add__(self, other: Any) -> Any:
-        if self._d is not None:
-            pr = self._pair(other)
-            if pr is not None:
-                b, db = pr
-                return Dual._scalar(self.value + b, self._d if db is None else self._d + db,
-                                    self.tag)
-        return _call_ufunc(np.add, (self, other))
+        r = _arith(_ADD, self, other)
+        return r if r is not None else _call_ufunc(np.add, (self, other))
 
     def __radd__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS:
-            return Dual._scalar(other + self.value, self._d, self.tag)
-        return _call_ufunc(np.add, (other, self))
+        r = _arith(_ADD, other, self)
+        return r if r is not None else _call_ufunc(np.add, (other, self))
 
     def __sub__(self, other: Any) -> Any:
-        if self._d is not None:
-            pr = self._pair(other)
-            if pr is not None:
-                b, db = pr
-                return Dual._scalar(self.value - b, self._d if db is None else self._d - db,
-                                    self.tag)
-        return _call_ufunc(np.subtract, (self, other))
+        r = _arith(_SUB, self, other)
+        return r if r is not None else _call_ufunc(np.subtract, (self, other))
 
     def __rsub__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS:
-            return Dual._scalar(other - self.value, -self._d, self.tag)
-        return _call_ufunc(np.subtract, (other, self))
+        r = _arith(_SUB, other, self)
+        return r if r is not None else _call_ufunc(np.subtract, (other, self))
 
     def __mul__(self, other: Any) -> Any:
-        if self._d is not None:
-            pr = self._pair(other)
-            if pr is not None:
-                a, (b, db) = self.value, pr
-                d = self._d * b if db is None else self._d * b + a * db
-                return Dual._scalar(a * b, d, self.tag)
-        return _call_ufunc(np.multiply, (self, other))
+        r = _arith(_MUL, self, other)
+        return r if r is not None else _call_ufunc(np.multiply, (self, other))
 
     def __rmul__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS:
-            return Dual._scalar(other * self.value, other * self._d, self.tag)
-        return _call_ufunc(np.multiply, (other, self))
+        r = _arith(_MUL, other, self)
+        return r if r is not None else _call_ufunc(np.multiply, (other, self))
 
     def __truediv__(self, other: Any) -> Any:
-        if self._d is not None:
-            pr = self._pair(other)
-            if pr is not None:
-                a, (b, db) = self.value, pr
-                y = a / b
-                d = self._d / b if db is None else (self._d - y * db) / b
-                return Dual._scalar(y, d, self.tag)
-        return _call_ufunc(np.true_divide, (self, other))
+        r = _arith(_DIV, self, other)
+        return r if r is not None else _call_ufunc(np.true_divide, (self, other))
 
     def __rtruediv__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS:
-            b = self.value
-            y = other / b
-            return Dual._scalar(y, -y / b * self._d, self.tag)
-        return _call_ufunc(np.true_divide, (other, self))
+        r = _arith(_DIV, other, self)
+        return r if r is not None else _call_ufunc(np.true_divide, (other, self))
 
     def __pow__(self, other: Any) -> Any:
         return _call_ufunc(np.power, (self, other))
@@ -340,6 +311,9 @@ class Dual(Traced, NumpyOverloads):
     def __neg__(self) -> Any:
         if self._d is not None:
             return Dual._scalar(-self.value, -self._d, self.tag)
+        p = self._p
+        if type(p) is np.ndarray:
+            return Dual._make(-self.value, -p, self.tag)
         return _call_ufunc(np.negative, (self,))
 
     # -- in-place operators: numpy semantics (the array is updated when possible) ------
@@ -412,6 +386,130 @@ def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
     return type(best) is Dual
 
 
+_ADD, _SUB, _MUL, _DIV = 0, 1, 2, 3
+_PLAIN_VALUES = frozenset((np.ndarray, np.float64, float, int))
+
+
+def _col(v: Any) -> Any:
+    """A plain value shaped to scale partials: ``v[..., None]`` for arrays."""
+    if type(v) is np.ndarray and v.ndim:
+        return v[..., None]
+    return v
+
+
+def _scalar_arith(kind: int, a: Any, da: Any, b: Any, db: Any, tag: Tag) -> Dual:
+    """Scalars with one direction (``da``/``db`` None for a constant)."""
+    if kind == _ADD:
+        d = da if db is None else (db if da is None else da + db)
+        return Dual._scalar(a + b, d, tag)
+    if kind == _SUB:
+        d = da if db is None else (-db if da is None else da - db)
+        return Dual._scalar(a - b, d, tag)
+    if kind == _MUL:
+        if db is None:
+            return Dual._scalar(a * b, da * b, tag)
+        if da is None:
+            return Dual._scalar(a * b, a * db, tag)
+        return Dual._scalar(a * b, da * b + a * db, tag)
+    y = a / b
+    if db is None:
+        return Dual._scalar(y, da / b, tag)
+    if da is None:
+        return Dual._scalar(y, -y / b * db, tag)
+    return Dual._scalar(y, (da - y * db) / b, tag)
+
+
+def _fresh(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A copy of ``p`` broadcast to ``shape + (k,)`` (results never alias inputs)."""
+    if p.shape[:-1] == shape:
+        return p.copy()
+    return np.broadcast_to(p, shape + p.shape[-1:]).copy()
+
+
+_ARITH_KERNEL: list[Any] = [None]
+
+
+def set_arith_kernel(fn: Callable[..., Any] | None) -> None:
+    """Install ``fn(kind, av, ap, bv, bp, tag) -> Dual | None``: fused kernels for arithmetic."""
+    _ARITH_KERNEL[0] = fn
+
+
+def _array_arith(kind: int, av: Any, ap: Any, bv: Any, bp: Any, tag: Tag) -> Dual | None:
+    """Plain ndarray partials (``None`` for a constant operand)."""
+    kern = _ARITH_KERNEL[0]
+    if kern is not None and type(av) is np.ndarray:
+        r = kern(kind, av, ap, bv, bp, tag)
+        if r is not None:
+            return r
+    if kind == _ADD or kind == _SUB:
+        y = av + bv if kind == _ADD else av - bv
+        if ap is not None and bp is not None:
+            return Dual._make(y, ap + bp if kind == _ADD else ap - bp, tag)
+        shape = y.shape if type(y) is np.ndarray else shape_of(y)
+        if ap is not None:
+            return Dual._make(y, _fresh(ap, shape), tag)
+        if kind == _SUB:
+            bp = -bp
+            return Dual._make(y, bp if bp.shape[:-1] == shape else _fresh(bp, shape), tag)
+        return Dual._make(y, _fresh(bp, shape), tag)
+    if type(av) not in _PLAIN_VALUES or type(bv) not in _PLAIN_VALUES:
+        return None
+    if kind == _MUL:
+        y = av * bv
+        if bp is None:
+            return Dual._make(y, ap * _col(bv), tag)
+        if ap is None:
+            return Dual._make(y, bp * _col(av), tag)
+        return Dual._make(y, ap * _col(bv) + bp * _col(av), tag)
+    y = av / bv
+    if bp is None:
+        return Dual._make(y, ap / _col(bv), tag)
+    if ap is None:
+        return Dual._make(y, bp * _col(-y / bv), tag)
+    return Dual._make(y, (ap - bp * _col(y)) / _col(bv), tag)
+
+
+def _arith(kind: int, a: Any, b: Any) -> Any:
+    """``a (+ - * /) b`` when one is a Dual and the other a Dual of its tag or plain; else None."""
+    if type(a) is Dual:
+        tb = type(b)
+        if tb is Dual:
+            if a.tag is not b.tag:
+                return None
+            if a._d is not None and b._d is not None:
+                return _scalar_arith(kind, a.value, a._d, b.value, b._d, a.tag)
+            pa, pb = a.partials, b.partials
+            if type(pa) is not np.ndarray or type(pb) is not np.ndarray:
+                return None
+            if pa.shape[-1] != pb.shape[-1]:
+                raise _k_mismatch(pa.shape[-1], pb.shape[-1])
+            return _array_arith(kind, a.value, pa, b.value, pb, a.tag)
+        if tb in _PLAIN_SCALARS:
+            if a._d is not None:
+                return _scalar_arith(kind, a.value, a._d, b, None, a.tag)
+        elif tb is not np.ndarray:
+            return None
+        pa = a.partials
+        if type(pa) is not np.ndarray:
+            return None
+        return _array_arith(kind, a.value, pa, b, None, a.tag)
+    if type(b) is not Dual:
+        return None
+    ta = type(a)
+    if ta in _PLAIN_SCALARS:
+        if b._d is not None:
+            return _scalar_arith(kind, a, None, b.value, b._d, b.tag)
+    elif ta is not np.ndarray:
+        return None
+    pb = b.partials
+    if type(pb) is not np.ndarray:
+        return None
+    return _array_arith(kind, a, None, b.value, pb, b.tag)
+
+
+_ARITH_UFUNCS = {np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV}
+
+
 def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
     """``ufunc(*inputs)`` with at least one Dual among ``inputs``: fast paths, else dispatch."""
     if len(inputs) == 1:
@@ -427,6 +525,11 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
     elif _dual_is_innermost(inputs):
+        kind = _ARITH_UFUNCS.get(ufunc)
+        if kind is not None and len(inputs) == 2:
+            r = _arith(kind, inputs[0], inputs[1])
+            if r is not None:
+                return r
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
@@ -435,6 +538,29 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
 
 
 _NO_KWARGS: dict = {}
+
+
+def _strip_tag(x: Any, tag: Tag | None) -> Any:
+    if isinstance(x, Dual) and x.tag is tag:
+        return x.value
+    if type(x) in (list, tuple):
+        return type(x)(_strip_tag(a, tag) for a in x)
+    return x
+
+
+def _on_values_if_constant(op: Operator, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+    """``(True, result)`` when ``op`` on the values gives a non-float result, else ``(False, None)``."""
+    from .nodes import is_differentiable_output
+
+    f = getattr(op, "f", None)
+    if f is None:
+        return False, None
+    tag = innermost_tag(tuple(args) + tuple(kwargs.values()))
+    out = f(*[_strip_tag(a, tag) for a in args],
+            **{k: _strip_tag(v, tag) for k, v in kwargs.items()})
+    if is_differentiable_output(out):
+        return False, None
+    return True, out
 
 
 # -- helpers for rule writers ------------------------------------------------------------
@@ -468,6 +594,13 @@ def partials_at(x: Any, tag: Tag | None) -> Any:
     return None
 
 
+def _k_mismatch(k1: int, k2: int) -> ShapeError:
+    return ShapeError(
+        f"Duals of one differentiation carry different numbers of directions ({k1} and "
+        f"{k2}); build them with the same k."
+    )
+
+
 def tangent_parts(args: Sequence[Any]) -> tuple[Tag | None, list[tuple[Any, Any]]]:
     """``(tag, [(value, partials or None), ...])`` for a rule's positional arguments.
 
@@ -492,10 +625,7 @@ def tangent_parts(args: Sequence[Any]) -> tuple[Tag | None, list[tuple[Any, Any]
             if k is None:
                 k = ka
             elif ka != k:
-                raise ShapeError(
-                    f"Duals of one differentiation carry different numbers of directions "
-                    f"({k} and {ka}); build them with the same k."
-                )
+                raise _k_mismatch(k, ka)
             parts.append((a.value, p))
         else:
             if isinstance(a, Dual) and a.tag.level == tag.level:  # type: ignore[union-attr]
@@ -631,7 +761,7 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
 def _register_value_ufunc(ufunc: Any) -> None:
     impl = _on_values(ufunc)
 
-    def method(op: Any, *args: Any, **kwargs: Any) -> Any:
+    def method(op, *args, **kwargs):  # plum: no annotations here
         return impl(args, kwargs)
 
     method.__name__ = f"forward_{ufunc.__name__}"

@@ -1,0 +1,202 @@
+"""Tangent rules of elementwise functions, made from the rules tables.
+
+Every :class:`~dualad.rule_generator.ElementwiseRule` (the tables under ``rules/`` and
+``ad.define_rule``) becomes ``forward`` methods for Dual arguments, through the
+generator's :func:`~dualad.rule_generator.on_rule_registered` hook. For
+``y = f(x1, ..., xn)`` the output partials are ``sum_i df/dxi * xi.partials``, with the
+derivatives from the rule's compiled expressions. Large plain float64 operands use the
+rule's fused Numba kernel (see :mod:`dualad.dual_kernels`); everything else (small arrays,
+one direction, nested Duals whose values are traced) uses numpy calls only, so higher
+derivatives work.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Dual(np.array([0.0, 1.0]), np.ones((2, 1)))
+    >>> np.tanh(x).partials.ravel().round(4)
+    array([1.    , 0.42  ])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import dual_kernels
+from .dual import (
+    Dual,
+    dual_signatures,
+    register_fast_ufunc,
+    register_forward,
+    register_scalar_ufunc,
+    tangent_parts,
+)
+from .errors import MissingRuleError
+from .numpy_bridge import shape_of
+from .operators import Broadcasted, Operator
+
+__all__ = ["elementwise_tangent", "register_rule_forward", "install"]
+
+
+def _kind(d: Any) -> str:
+    if d.tree is None:
+        return "none"
+    if d.constant == 0.0:
+        return "zero"
+    if d.constant == 1.0:
+        return "one"
+    if d.constant == -1.0:
+        return "minus_one"
+    return "expr"
+
+
+def _column(d: Any) -> Any:
+    """A derivative shaped to multiply partials (``S + (1,)``), scalars unchanged."""
+    if type(d) is float or type(d) is int or type(d) is np.float64:
+        return d
+    if isinstance(d, np.ndarray):
+        return d if d.ndim == 0 else d[..., None]
+    shape = shape_of(d)
+    if not shape:
+        return d
+    return np.reshape(d, shape + (1,))
+
+
+def _own(p: Any) -> Any:
+    """Partials passed through unchanged become read-only views (copied on write)."""
+    if isinstance(p, np.ndarray):
+        v = p.view()
+        v.flags.writeable = False
+        return v
+    return p * 1.0
+
+
+def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
+    """``impl(args, kwargs)``: the Dual result of ``rule.function(*args, **kwargs)``."""
+    f = rule.function
+    derivatives = rule.derivatives
+    kinds = tuple(_kind(d) for d in rule.expressions)
+    need = "expr" in kinds
+    quiet = rule.may_warn
+    name = rule.name
+    kernels = dual_kernels.register(rule)
+
+    def impl(args: tuple, kwargs: dict) -> Any:
+        tag, parts = tangent_parts(args)
+        if tag is None:
+            return f(*args, **kwargs)
+        if kwargs:
+            if kwargs.get("where", True) is not True:
+                raise MissingRuleError(
+                    f"dualad: forward mode of {name}(..., where=...) is not supported; "
+                    f"compute both branches and select with np.where(cond, a, b)."
+                )
+        else:
+            out = kernels.try_fused(parts, tag)
+            if out is not None:
+                return out
+        values = [v for v, _ in parts]
+        y = f(*values, **kwargs)
+        ds: Any = None
+        if need:
+            if quiet:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ds = derivatives(*values, y)
+            else:
+                ds = derivatives(*values, y)
+        acc: Any = None
+        single = True
+        k = 0
+        for i, (_v, p) in enumerate(parts):
+            if p is None:
+                continue
+            k = shape_of(p)[-1]
+            kind = kinds[i]
+            if kind == "one":
+                term = p
+            elif kind == "minus_one":
+                term = -p
+                single = False
+            elif kind == "expr":
+                d = ds[i]
+                if d is None:
+                    continue
+                if quiet:
+                    with np.errstate(invalid="ignore"):
+                        term = p * _column(d)
+                else:
+                    term = p * _column(d)
+                single = False
+            else:
+                continue
+            if acc is None:
+                acc = term
+            else:
+                acc = acc + term
+                single = False
+        target = shape_of(y) + (k,)
+        if acc is None:
+            acc = np.zeros(target)
+        elif shape_of(acc) != target:
+            acc = np.broadcast_to(acc, target)
+        elif single:
+            acc = _own(acc)
+        return Dual._make(y, acc, tag)
+
+    impl.__name__ = f"tangent_{name}"
+    impl.__doc__ = f"Tangent rule of {name}, from {rule!r}."
+    return impl
+
+
+def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
+    derivatives = rule.derivatives
+    if not rule.may_warn:
+        return derivatives
+
+    def quiet(*args: Any) -> tuple:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return derivatives(*args)
+
+    return quiet
+
+
+def _operator_type(f: Callable[..., Any]) -> type:
+    op = getattr(f, "__dualad_operator__", None)
+    if isinstance(op, Operator):
+        return type(op)
+    return Broadcasted[f]
+
+
+def register_rule_forward(rule: Any) -> None:
+    """Register the tangent rule of one ``ElementwiseRule`` (the generator's hook)."""
+    impl = elementwise_tangent(rule)
+
+    def method(op, *args, **kwargs):  # plum: no annotations here
+        return impl(args, kwargs)
+
+    method.__name__ = method.__qualname__ = f"forward_{rule.name}"
+    method.__doc__ = impl.__doc__
+    op_type = _operator_type(rule.function)
+    for types in dual_signatures(len(rule.arg_names)):
+        register_forward(op_type, types, method)
+    if isinstance(rule.function, np.ufunc):
+        register_fast_ufunc(rule.function, impl)
+        register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+
+
+_installed = False
+
+
+def install() -> None:
+    """Attach to the rule generator (once): every rule, now and later, gets its tangent rule."""
+    global _installed
+    if _installed:
+        return
+    from .rule_generator import on_rule_registered
+
+    _installed = True
+    on_rule_registered(register_rule_forward)
+
+
+install()
