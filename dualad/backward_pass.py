@@ -115,9 +115,8 @@ def _with_zeros(grad: Any, output: Any) -> Any:
     if isinstance(output, (tuple, list)):
         if grad is None:
             grad = (None,) * len(output)
-        return type(output)(
-            np.zeros_like(o) if g is None else g for g, o in zip(grad, output)
-        )
+        items = [np.zeros_like(o) if g is None else g for g, o in zip(grad, output)]
+        return type(output)(items) if type(output) in (tuple, list) else tuple(items)
     return grad
 
 
@@ -164,7 +163,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
         g = pop(id(node), None)
         if g is None:
             continue
-        if type(node) is not CachedNode:
+        if type(node) is not CachedNode and not isinstance(node, CachedNode):
             if isinstance(node, LeafNode):
                 leaf_grads[id(node)] = g
             continue
@@ -187,7 +186,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
             continue
         op = node.op
         output = node.output
-        if type(output) in (tuple, list):
+        if type(output) in (tuple, list) or isinstance(output, tuple):
             g = _with_zeros(g, output)
         if node.kwargs:
             kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}

@@ -31,6 +31,8 @@ __all__ = [
     "Variable",
     "Node",
     "CachedNode",
+    "MutableNode",
+    "register_function_hook",
     "value",
     "primal_at",
     "as_differentiable",
@@ -94,22 +96,36 @@ class AbstractNode(Traced, NumpyOverloads):
             out = call_rule(forward, op, *values)
         if not is_differentiable_output(out) or recording_paused():
             return out
+        if type(op) not in _HAS_GRADIENT:
+            _require_gradient_rule(op, out, values)
+        if _MUTABLE_MADE:
+            args, kwargs = _current_states(args, kwargs)
         node = CachedNode.recorded(op, args, kwargs, out, level)
         if isinstance(out, (tuple, list)):
-            return type(out)(
+            items = [
                 CachedNode.recorded(_OUTPUT_ITEM, (node, i), {}, o, level)
                 if is_differentiable_output(o) else o
                 for i, o in enumerate(out)
-            )
+            ]
+            return out._make(items) if hasattr(out, "_fields") else type(out)(items)
         return node
 
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        hook = _FUNCTION_HOOKS.get(func)
+        if hook is not None:
+            result = hook(func, args, kwargs)
+            if result is not None or func in _IN_PLACE:
+                return result
+        return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
+
     def __setitem__(self, key: Any, item: Any) -> None:
-        raise TypeError(
-            f"dualad: x[{key!r}] = ... writes into a traced {type(self).__name__} in place, "
-            f"which reverse mode cannot record. Build a new array instead, e.g. "
-            f"x = np.where(mask, new_values, x) or np.concatenate([...]); forward mode "
-            f"(ad.jacobian(f, mode='forward'), ad.jvp) supports in-place writes."
-        )
+        from .numpy_rules.writes import not_writable_message
+
+        raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
+
+    def copy(self, order: str = "K") -> Any:
+        """A writable copy (``np.copy``)."""
+        return np.copy(self)
 
     def backward(self, seed: Any = None) -> None:
         """Reverse pass from this node; every reached ``Variable.grad`` accumulates.
@@ -207,6 +223,99 @@ class CachedNode(AbstractNode):
 
     def __repr__(self) -> str:
         return f"CachedNode({self.op!r}, output={self.output!r})"
+
+
+class MutableNode(CachedNode):
+    """A graph node that numpy code may write into: ``y[key] = value``.
+
+    Made by ``np.empty_like`` / ``zeros_like`` / ``ones_like`` / ``full_like`` / ``np.copy``
+    of a node (see :mod:`dualad.numpy_rules.writes`). ``_state`` is the recorded node of
+    its current contents; a write records ``assign(_state, key, value)`` and rebinds this
+    node (and ``_state``) to it. Calls that use this node record ``_state`` instead, so they
+    keep the contents they saw when later writes happen.
+    """
+
+    __slots__ = ("_state",)
+
+    @classmethod
+    def from_state(cls, state: CachedNode) -> MutableNode:
+        """A writable node whose current contents are ``state``."""
+        global _MUTABLE_MADE
+        _MUTABLE_MADE = True
+        self = cls.recorded(state.op, state.args, state.kwargs, state.output, state.level)
+        self._state = state
+        return self
+
+    def _rebind(self, state: CachedNode) -> None:
+        self.op, self.args, self.kwargs = state.op, state.args, state.kwargs
+        self.output, self.level = state.output, state.level
+        self._state = state
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        from .numpy_rules.writes import write
+
+        write(self, key, item)
+
+
+_MUTABLE_MADE = False
+
+
+def _current_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with each MutableNode (also in lists) replaced by its state."""
+    found = False
+    for a in args:
+        t = type(a)
+        if t is MutableNode or ((t is list or t is tuple)
+                                and any(type(b) is MutableNode for b in a)):
+            found = True
+            break
+    if not found and not any(type(v) is MutableNode for v in kwargs.values()):
+        return args, kwargs
+
+    def state(a: Any) -> Any:
+        t = type(a)
+        if t is MutableNode:
+            return a._state
+        if t is list or t is tuple:
+            return t(b._state if type(b) is MutableNode else b for b in a)
+        return a
+
+    return tuple(state(a) for a in args), {k: state(v) for k, v in kwargs.items()}
+
+
+# numpy function -> handler(func, args, kwargs) run for calls on graph nodes before
+# recording; a handler returns None to fall back to recording the call (except for the
+# in-place functions in _IN_PLACE, which return None).
+_FUNCTION_HOOKS: dict[Any, Any] = {}
+_IN_PLACE = {np.copyto, np.put, np.put_along_axis, np.fill_diagonal}
+
+
+def register_function_hook(func: Any, handler: Any) -> None:
+    """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes."""
+    _FUNCTION_HOOKS[func] = handler
+
+
+# Operator types known to have a gradient rule (checked once per type when recording).
+_HAS_GRADIENT: set[type] = set()
+
+
+def _require_gradient_rule(op: Operator, out: Any, values: tuple) -> None:
+    """Raise MissingRuleError now (not at backward time) when ``op`` has no gradient rule."""
+    import plum
+
+    from .dispatch import gradient, missing_rule_message
+    from .errors import MissingRuleError
+
+    types = (type(op), type(out), type(out)) + tuple(map(type, values))
+    try:
+        method, _ = gradient._resolve_method_with_cache(types=types)
+    except plum.NotFoundLookupError:
+        method = gradient._f
+    except plum.AmbiguousLookupError:
+        method = None
+    if method is gradient._f:
+        raise MissingRuleError(missing_rule_message(op, values, "reverse"))
+    _HAS_GRADIENT.add(type(op))
 
 
 def primal_at(x: Any, level: int) -> Any:

@@ -11,9 +11,11 @@ from . import (  # noqa: F401
     elementwise,
     indexing,
     joining,
+    linalg,
     products,
     reductions,
     selection,
     shapes,
     tangents_core,
+    writes,
 )

@@ -1,0 +1,278 @@
+"""Writing into arrays in reverse mode: ``y = np.empty_like(x); y[i] = ...``.
+
+Simulation code allocates an array like its input and fills it. On a graph node,
+``np.empty_like`` / ``np.zeros_like`` / ``np.ones_like`` / ``np.full_like`` and
+``np.copy`` (``x.copy()``) return a :class:`~dualad.nodes.MutableNode`: a graph node that
+may be written into. (``empty_like`` gives zeros, so unwritten entries are defined.)
+
+Each write ``y[key] = value`` records a *functional update*: a new node
+``assign(old_state, key, value)`` (a copy of the old array with ``value`` written at
+``key``), and ``y`` is rebound to that node. The gradient reaches both the old state
+(zero at the written entries) and the written value (the entries that survived; with
+repeated fancy indices only the last write counts, as in numpy). Calls that used ``y``
+before the write recorded the state they saw, so reading and writing may interleave:
+
+    >>> import numpy as np, dualad as ad
+    >>> def cumulative(x):
+    ...     y = np.empty_like(x)
+    ...     y[0] = x[0]
+    ...     for i in range(1, len(x)):
+    ...         y[i] = y[i - 1] * 0.5 + x[i]
+    ...     return np.sum(y)
+    >>> ad.grad(cumulative)(np.ones(3))
+    array([1.75, 1.5 , 1.  ])
+
+Each write copies the array (O(n) per write), the price of keeping every earlier state
+for the reverse pass. Writing into a differentiated argument or into any other computed
+node is a TypeError that says to allocate with ``np.empty_like`` / ``np.copy`` first;
+writing a traced value into a plain ``np.empty(n)`` array is a TypeError too (it would
+drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.dual`).
+``np.copyto``, ``np.put``, ``np.put_along_axis`` and ``np.fill_diagonal`` on a writable
+node are writes as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dual import Dual, tangent_parts
+from ..errors import TagMismatchError
+from ..nodes import AbstractNode, CachedNode, MutableNode, register_function_hook
+from ..numpy_bridge import shape_of
+from ..operators import Method
+from ..tracing import Traced, apply_operator, innermost, primitive, recording_paused
+from ..unbroadcast import unbroadcast
+from ._signatures import bind
+from ._support import gradient_rule, tangent_rule
+from .indexing import partials_key
+
+__all__ = ["assign", "write"]
+
+
+def _is_basic(key: Any) -> bool:
+    parts = key if isinstance(key, tuple) else (key,)
+    return all(p is None or p is Ellipsis or isinstance(p, (slice, int, np.integer))
+               for p in parts)
+
+
+def _assign(array: Any, key: Any, value: Any) -> np.ndarray:
+    """A copy of ``array`` with ``value`` written at ``key``."""
+    out = np.array(array, dtype=np.result_type(array, value, np.float64), copy=True)
+    out[key] = value
+    return out
+
+
+assign = primitive(_assign)
+
+
+def _surviving(shape: tuple[int, ...], key: Any) -> np.ndarray | None:
+    """Which target entries of ``out[key] = v`` remain written (later repeats win)."""
+    if _is_basic(key):
+        return None
+    target = np.empty(shape, dtype=np.bool_)[key].shape
+    n = int(np.prod(target, dtype=np.int64))
+    winner = np.full(shape, -1, dtype=np.intp)
+    winner[key] = np.arange(n, dtype=np.intp).reshape(target)
+    alive = np.zeros(n, dtype=bool)
+    alive[winner[winner >= 0]] = True
+    return None if alive.all() else alive.reshape(target)
+
+
+@gradient_rule(assign)
+def _assign_gradient(grad: Any, output: Any, array: Any, key: Any, value: Any) -> tuple:
+    g_old = assign(grad, key, 0.0)
+    g_value = grad[key]
+    alive = _surviving(shape_of(output), key)
+    if alive is not None:
+        g_value = g_value * alive
+    return (g_old, None, unbroadcast(g_value, shape_of(value)))
+
+
+@tangent_rule(assign, duals=(0, 2))
+def _assign_tangent(array: Any, key: Any, value: Any) -> Any:
+    tag, ((av, ap), _, (vv, vp)) = tangent_parts((array, key, value))
+    out = assign(av, key, vv)
+    k = shape_of(ap if ap is not None else vp)[-1]
+    if ap is None:
+        ap = np.zeros(shape_of(out) + (k,))
+    return Dual._make(out, assign(ap, partials_key(key), 0.0 if vp is None else vp), tag)
+
+
+# -- writes on graph nodes -----------------------------------------------------------------
+
+
+def write(target: MutableNode, key: Any, value: Any) -> None:
+    """``target[key] = value``: record the functional update and rebind ``target`` to it."""
+    new = assign(target._state, key, value)
+    if isinstance(new, CachedNode):
+        target._rebind(new)
+        return
+    if isinstance(new, Traced):
+        raise TagMismatchError(
+            f"dualad: cannot write a {type(value).__name__} of an inner differentiation into "
+            f"an array allocated from a graph node of an outer one; allocate the array "
+            f"inside the inner function (np.empty_like of one of its arguments)."
+        )
+    target._rebind(_constant_node(new, target.level))
+
+
+def _constant(value: Any) -> Any:
+    """A fresh copy of ``value`` (the recorded call of a buffer's initial constant)."""
+    return np.copy(value)
+
+
+_CONSTANT = Method.instance(_constant)
+
+
+def _constant_node(value: Any, level: int) -> CachedNode:
+    return CachedNode.recorded(_CONSTANT, (value,), {}, value, level)
+
+
+def _writable(node: Any) -> Any:
+    """``node`` (a CachedNode) as a writable MutableNode sharing its recorded call."""
+    if isinstance(node, CachedNode) and not isinstance(node, MutableNode):
+        return MutableNode.from_state(node)
+    return node
+
+
+def _fill_like(fill: Any) -> Any:
+    """Handler of ``np.<fill>_like(node, ...)``: a writable node with no dependence."""
+
+    def handler(func: Any, args: tuple, kwargs: dict) -> Any:
+        proto = args[0] if args else kwargs.get("prototype", kwargs.get("a"))
+        if recording_paused() or not isinstance(proto, AbstractNode):
+            return None
+        rest = args[1:]
+        top = innermost(rest, {k: v for k, v in kwargs.items() if k not in ("a", "prototype")})
+        if top is not None and top.level >= proto.level:  # full_like with a traced fill
+            return _writable(apply_operator(Method.instance(func), args, kwargs))
+        value = fill(proto._primal(), *rest, **{k: v for k, v in kwargs.items()
+                                                 if k not in ("a", "prototype")})
+        if not isinstance(value, (np.ndarray, np.floating, float, Traced)) or \
+                getattr(value, "dtype", np.dtype(float)).kind != "f":
+            return value
+        return MutableNode.from_state(_constant_node(value, proto.level))
+
+    return handler
+
+
+register_function_hook(np.empty_like, _fill_like(np.zeros_like))
+register_function_hook(np.zeros_like, _fill_like(np.zeros_like))
+register_function_hook(np.ones_like, _fill_like(np.ones_like))
+register_function_hook(np.full_like, _fill_like(np.full_like))
+
+
+def _copy_handler(func: Any, args: tuple, kwargs: dict) -> Any:
+    return _writable(apply_operator(Method.instance(np.copy), args, kwargs))
+
+
+register_function_hook(np.copy, _copy_handler)
+
+
+@gradient_rule(np.full_like)
+def _full_like(grad: Any, output: Any, a: Any, fill_value: Any, *args: Any,
+               **kwargs: Any) -> tuple:
+    return (None, unbroadcast(grad, shape_of(fill_value))) + (None,) * len(args)
+
+
+# -- in-place numpy functions on writable nodes ----------------------------------------------
+
+
+def _target(dst: Any, fname: str) -> MutableNode:
+    if isinstance(dst, MutableNode):
+        return dst
+    if isinstance(dst, AbstractNode):
+        raise TypeError(not_writable_message(dst, f"np.{fname}(x, ...)"))
+    raise TypeError(
+        f"dualad: np.{fname} would write a traced value into a plain numpy array, which "
+        f"drops its derivative; allocate the array with np.empty_like(x) / "
+        f"np.zeros_like(x) of a traced x instead."
+    )
+
+
+def _copyto(func: Any, args: tuple, kwargs: dict) -> Any:
+    p = bind(("dst", "src", "casting", "where"), args, kwargs)
+    dst = _target(p["dst"], "copyto")
+    where = p.get("where", True)
+    if where is True:
+        write(dst, Ellipsis, p["src"])
+    else:
+        write(dst, Ellipsis, np.where(where, p["src"], dst))
+    return None
+
+
+def _put(func: Any, args: tuple, kwargs: dict) -> Any:
+    p = bind(("a", "ind", "v", "mode"), args, kwargs)
+    dst = _target(p["a"], "put")
+    shape = shape_of(dst)
+    ind = np.asarray(p["ind"]).reshape(-1)
+    mode = p.get("mode", "raise")
+    size = int(np.prod(shape, dtype=np.int64))
+    if mode == "wrap":
+        ind = ind % size
+    elif mode == "clip":
+        ind = np.clip(ind, 0, size - 1)
+    v = np.reshape(p["v"], (-1,)) if np.ndim(p["v"]) else p["v"]
+    if np.ndim(v) and shape_of(v)[0] != ind.size:
+        v = np.resize(v, ind.size) if not isinstance(v, Traced) else \
+            np.take(v, np.arange(ind.size) % shape_of(v)[0])
+    write(dst, np.unravel_index(ind, shape), v)
+    return None
+
+
+def _put_along_axis(func: Any, args: tuple, kwargs: dict) -> Any:
+    p = bind(("arr", "indices", "values", "axis"), args, kwargs)
+    dst = _target(p["arr"], "put_along_axis")
+    shape = shape_of(dst)
+    axis = p["axis"]
+    indices = np.asarray(p["indices"])
+    if axis is None:
+        write(dst, np.unravel_index(indices.reshape(-1), shape), np.reshape(p["values"], (-1,))
+              if np.ndim(p["values"]) else p["values"])
+        return None
+    ax = axis % len(shape)
+    grids = list(np.ix_(*[np.arange(n) for n in indices.shape]))
+    key = tuple(indices if i == ax else np.broadcast_to(g, indices.shape)
+                for i, g in enumerate(grids))
+    write(dst, key, p["values"])
+    return None
+
+
+def _fill_diagonal(func: Any, args: tuple, kwargs: dict) -> Any:
+    p = bind(("a", "val", "wrap"), args, kwargs)
+    dst = _target(p["a"], "fill_diagonal")
+    shape = shape_of(dst)
+    idx = np.arange(min(shape)) if len(shape) > 1 else np.arange(0)
+    if len(shape) == 2 and p.get("wrap", False) and shape[0] > shape[1]:
+        rows = np.arange(0, shape[0])
+        rows = rows[(rows % (shape[1] + 1)) != shape[1]]
+        idx = rows
+        cols = np.arange(idx.size) % shape[1]
+        key = (idx, cols)
+    else:
+        key = (idx,) * len(shape)
+    val = p["val"]
+    if np.ndim(val):
+        n = idx.size
+        val = np.take(np.reshape(val, (-1,)), np.arange(n) % max(int(np.size(val)), 1))
+    write(dst, key, val)
+    return None
+
+
+for _f, _h in ((np.copyto, _copyto), (np.put, _put), (np.put_along_axis, _put_along_axis),
+               (np.fill_diagonal, _fill_diagonal)):
+    register_function_hook(_f, _h)
+
+
+def not_writable_message(node: Any, what: str = "x[key] = value") -> str:
+    """The error for a write into a node that is not writable."""
+    kind = "a differentiated argument" if not isinstance(node, CachedNode) else \
+        "a computed graph node"
+    return (
+        f"dualad: {what} writes in place into {kind} (shape {shape_of(node)}), which "
+        f"reverse mode cannot record. Allocate the array to fill from a traced value instead: "
+        f"y = np.empty_like(x) (or np.zeros_like(x), np.copy(x)) and write into y; or build "
+        f"a new array (np.where(mask, new, x), np.concatenate([...]))."
+    )
