@@ -1,0 +1,83 @@
+"""Property tests on random programs (see tests/strategies.py): the forward-mode Jacobian,
+the reverse-mode Jacobian and central finite differences agree, and the adjoint identity
+<vjp(u), v> == <u, jvp(v)> holds.
+
+The number of examples comes from the hypothesis profile (tests/conftest.py): "ci" by
+default, HYPOTHESIS_PROFILE=thorough for a long run.
+"""
+
+import warnings
+
+import numpy as np
+from hypothesis import assume, given, note
+from hypothesis import strategies as st
+from strategies import assert_close_where, programs, reliable_differences
+
+import dualad as ad
+
+
+def _jacobians(program):
+    args = program.inputs
+    nums = tuple(range(len(args)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reverse = ad.jacobian(program, nums, mode="reverse")(*args)
+        forward = ad.jacobian(program, nums, mode="forward")(*args)
+    return reverse, forward
+
+
+@given(programs())
+def test_forward_reverse_and_finite_differences_agree(program):
+    note(repr(program))
+    value = np.asarray(program(*program.inputs))
+    assume(np.all(np.isfinite(value)))
+    reverse, forward = _jacobians(program)
+    for i, x in enumerate(program.inputs):
+        expected_shape = value.shape + np.shape(x)
+        assert np.shape(reverse[i]) == expected_shape, f"reverse Jacobian {i} shape"
+        assert np.shape(forward[i]) == expected_shape, f"forward Jacobian {i} shape"
+        scale = 1.0 + np.max(np.abs(reverse[i]), initial=0.0)
+        everywhere = np.ones(expected_shape, dtype=bool)
+        assert_close_where(forward[i], reverse[i], everywhere, rtol=1e-9, atol=1e-11 * scale,
+                           what=f"forward vs reverse Jacobian w.r.t. input {i}")
+        numeric, ok = reliable_differences(program, program.inputs, i)
+        assert_close_where(reverse[i], numeric, ok, rtol=1e-5, atol=1e-6 * scale,
+                           what=f"reverse Jacobian vs finite differences w.r.t. input {i}")
+
+
+@given(programs(), st.integers(0, 2 ** 32 - 1))
+def test_adjoint_identity(program, seed):
+    """<vjp(u), v> == <u, jvp(v)> for random u (output-shaped) and v (input-shaped)."""
+    note(repr(program))
+    args = program.inputs
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out, pullback = ad.vjp(program, *args)
+        assume(np.all(np.isfinite(out)))
+        u = rng.normal(size=np.shape(out))
+        v = tuple(rng.normal(size=np.shape(a)) for a in args)
+        cotangents = pullback(u)
+        out2, tangent = ad.jvp(program, args, v)
+    np.testing.assert_allclose(out2, out, rtol=1e-12, atol=1e-12)
+    lhs_terms = [np.sum(c * t) for c, t in zip(cotangents, v)]
+    lhs = float(np.sum(lhs_terms))
+    rhs = float(np.sum(u * tangent))
+    scale = float(np.sum(np.abs(lhs_terms)) + np.sum(np.abs(u * tangent))) + 1e-300
+    assert abs(lhs - rhs) <= 1e-9 * scale + 1e-12, (lhs, rhs)
+
+
+@given(programs(max_ops=8, max_inputs=1))
+def test_grad_of_a_weighted_sum_matches_the_reverse_jacobian(program):
+    """grad(sum(w * f)) is w contracted with the Jacobian, in both modes of jacobian."""
+    note(repr(program))
+    (x,) = program.inputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = np.asarray(program(x))
+        w = np.linspace(-1.0, 1.0, out.size).reshape(out.shape) + 0.25
+        g = ad.grad(lambda a: np.sum(program(a) * w))(x)
+        jac = ad.jacobian(program, mode="forward")(x)
+    expected = np.tensordot(w, jac, axes=out.ndim)
+    scale = 1.0 + np.max(np.abs(expected), initial=0.0)
+    np.testing.assert_allclose(g, expected, rtol=1e-9, atol=1e-11 * scale)
