@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import tracemalloc
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -18,8 +21,8 @@ DESCRIPTION = """
 Records a chain of n scalar ops (cycling np.sin, * 1.0001, + 0.1) starting from a leaf
 (ad.Variable, a torch tensor with requires_grad, autograd's traced value) and measures:
 traced B/op = growth of Python-heap memory seen by tracemalloc while the graph is held,
-per op; peak B/op likewise at the peak; RSS B/op = growth of resident memory (coarse;
-the only number that sees torch's C++ graph); freed = whether a weakref to a node from
+per op; peak B/op likewise at the peak; RSS B/op = growth of resident memory, measured
+in a fresh interpreter (coarse; the only number that sees torch's C++ graph); freed = whether a weakref to a node from
 the middle of the chain dies when the output is dropped (by reference counting alone, or
 only after gc.collect()); retained B/op = tracemalloc memory still held after that.
 The time column is the time to record the chain (no backward pass), per op. autograd is
@@ -56,6 +59,43 @@ def rss() -> int:
         return 0
 
 
+def rss_growth(record, n):
+    """Growth of resident memory per op while ``record``'s graph is held."""
+    record(min(n, 300), lambda: None)  # warm caches (dispatch tables, imports) first
+    gc.collect()
+    stats = {}
+
+    def at_end():
+        stats["rss"] = rss()
+
+    rss0 = rss()
+    out, mid = record(n, at_end)
+    del out, mid
+    return max(0, stats["rss"] - rss0) / n
+
+
+def rss_in_child(method, n):
+    """``rss_growth`` of ``method`` measured in a fresh interpreter (bytes per op)."""
+    root = Path(__file__).resolve().parent.parent
+    code = (
+        "import json, sys; from benchmarks import memory as m; "
+        "rec = {name: r for name, _, r, _ in m.METHODS}[sys.argv[1]]; "
+        "print(json.dumps(m.rss_growth(rec, int(sys.argv[2]))))"
+    )
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, method, str(n)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError((proc.stderr.strip().splitlines() or ["child failed"])[-1])
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
 def memory_profile(record, n):
     """Run ``record(n, at_end)`` under tracemalloc; return the extra columns."""
     record(min(n, 300), lambda: None)  # warm caches (dispatch tables, imports) first
@@ -66,14 +106,6 @@ def memory_profile(record, n):
         gc.collect()
         stats["cur"], stats["peak"] = tracemalloc.get_traced_memory()
 
-    def at_end_rss():
-        stats["rss"] = rss()
-
-    rss0 = rss()  # resident memory first, without tracemalloc's own overhead
-    out, mid = record(n, at_end_rss)
-    del out, mid
-    gc.collect()
-    rss_per_op = max(0, stats["rss"] - rss0) / n
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
@@ -93,7 +125,6 @@ def memory_profile(record, n):
     return {
         "traced B/op": f"{(stats['cur'] - base) / n:.0f}",
         "peak B/op": f"{(stats['peak'] - base) / n:.0f}",
-        "RSS B/op": f"{rss_per_op:.0f}",
         "freed": freed,
         "retained B/op": f"{max(0, after - base) / n:.1f}",
     }
@@ -170,6 +201,7 @@ def run(quick: bool = False):
             continue
         try:
             row.extra.update(memory_profile(record, n))
+            row.extra["RSS B/op"] = f"{rss_in_child(method, n):.0f}"
             row.times = measure(_timer(record, n, method), number=1, warmup=0, repeat=3).scaled(
                 1.0 / n
             )
