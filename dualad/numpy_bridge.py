@@ -131,8 +131,9 @@ class NumpyOverloads:
     def __float__(self) -> float:
         raise TypeError(
             f"dualad: float() of a traced {type(self).__name__} would drop its derivative. "
-            f"Use numpy functions (np.sin, not math.sin) and keep values as arrays; "
-            f"use ad.value(x) to read the number deliberately."
+            f"Use numpy functions (np.sin, not math.sin) and keep values as arrays; to fill "
+            f"an array entry by entry allocate it with np.empty_like(x) / np.zeros_like(x), "
+            f"not np.empty(n); use ad.value(x) to read the number deliberately."
         )
 
     __int__ = __float__

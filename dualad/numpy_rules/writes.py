@@ -185,28 +185,31 @@ def _target(dst: Any, fname: str) -> MutableNode:
         return dst
     if isinstance(dst, AbstractNode):
         raise TypeError(not_writable_message(dst, f"np.{fname}(x, ...)"))
-    raise TypeError(
+    raise TypeError(_plain_target_message(fname))
+
+
+def _plain_target_message(fname: str) -> str:
+    return (
         f"dualad: np.{fname} would write a traced value into a plain numpy array, which "
         f"drops its derivative; allocate the array with np.empty_like(x) / "
         f"np.zeros_like(x) of a traced x instead."
     )
 
 
-def _copyto(func: Any, args: tuple, kwargs: dict) -> Any:
+# Each plan turns an in-place numpy call into (destination, key, value): dst[key] = value.
+
+
+def _plan_copyto(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     p = bind(("dst", "src", "casting", "where"), args, kwargs)
-    dst = _target(p["dst"], "copyto")
-    where = p.get("where", True)
+    dst, where = p["dst"], p.get("where", True)
     if where is True:
-        write(dst, Ellipsis, p["src"])
-    else:
-        write(dst, Ellipsis, np.where(where, p["src"], dst))
-    return None
+        return dst, Ellipsis, p["src"]
+    return dst, Ellipsis, np.where(where, p["src"], dst)
 
 
-def _put(func: Any, args: tuple, kwargs: dict) -> Any:
+def _plan_put(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     p = bind(("a", "ind", "v", "mode"), args, kwargs)
-    dst = _target(p["a"], "put")
-    shape = shape_of(dst)
+    shape = shape_of(p["a"])
     ind = np.asarray(p["ind"]).reshape(-1)
     mode = p.get("mode", "raise")
     size = int(np.prod(shape, dtype=np.int64))
@@ -214,56 +217,74 @@ def _put(func: Any, args: tuple, kwargs: dict) -> Any:
         ind = ind % size
     elif mode == "clip":
         ind = np.clip(ind, 0, size - 1)
-    v = np.reshape(p["v"], (-1,)) if np.ndim(p["v"]) else p["v"]
-    if np.ndim(v) and shape_of(v)[0] != ind.size:
-        v = np.resize(v, ind.size) if not isinstance(v, Traced) else \
-            np.take(v, np.arange(ind.size) % shape_of(v)[0])
-    write(dst, np.unravel_index(ind, shape), v)
-    return None
+    v = p["v"]
+    if np.ndim(v) if not isinstance(v, Traced) else len(shape_of(v)):
+        v = np.reshape(v, (-1,))
+        n = shape_of(v)[0]
+        if n != ind.size:
+            v = np.take(v, np.arange(ind.size) % n)
+    return p["a"], np.unravel_index(ind, shape), v
 
 
-def _put_along_axis(func: Any, args: tuple, kwargs: dict) -> Any:
+def _plan_put_along_axis(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     p = bind(("arr", "indices", "values", "axis"), args, kwargs)
-    dst = _target(p["arr"], "put_along_axis")
-    shape = shape_of(dst)
-    axis = p["axis"]
-    indices = np.asarray(p["indices"])
+    shape = shape_of(p["arr"])
+    axis, indices, values = p["axis"], np.asarray(p["indices"]), p["values"]
     if axis is None:
-        write(dst, np.unravel_index(indices.reshape(-1), shape), np.reshape(p["values"], (-1,))
-              if np.ndim(p["values"]) else p["values"])
-        return None
+        flat = np.reshape(values, (-1,)) if len(shape_of(values)) else values
+        return p["arr"], np.unravel_index(indices.reshape(-1), shape), flat
     ax = axis % len(shape)
-    grids = list(np.ix_(*[np.arange(n) for n in indices.shape]))
+    grids = np.ix_(*[np.arange(n) for n in indices.shape])
     key = tuple(indices if i == ax else np.broadcast_to(g, indices.shape)
                 for i, g in enumerate(grids))
-    write(dst, key, p["values"])
-    return None
+    return p["arr"], key, values
 
 
-def _fill_diagonal(func: Any, args: tuple, kwargs: dict) -> Any:
+def _plan_fill_diagonal(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     p = bind(("a", "val", "wrap"), args, kwargs)
-    dst = _target(p["a"], "fill_diagonal")
-    shape = shape_of(dst)
-    idx = np.arange(min(shape)) if len(shape) > 1 else np.arange(0)
+    shape = shape_of(p["a"])
     if len(shape) == 2 and p.get("wrap", False) and shape[0] > shape[1]:
-        rows = np.arange(0, shape[0])
+        rows = np.arange(shape[0])
         rows = rows[(rows % (shape[1] + 1)) != shape[1]]
-        idx = rows
-        cols = np.arange(idx.size) % shape[1]
-        key = (idx, cols)
+        key: Any = (rows, np.arange(rows.size) % shape[1])
+        n = rows.size
     else:
-        key = (idx,) * len(shape)
+        n = min(shape)
+        key = (np.arange(n),) * len(shape)
     val = p["val"]
-    if np.ndim(val):
-        n = idx.size
-        val = np.take(np.reshape(val, (-1,)), np.arange(n) % max(int(np.size(val)), 1))
-    write(dst, key, val)
-    return None
+    if len(shape_of(val)):
+        flat = np.reshape(val, (-1,))
+        val = np.take(flat, np.arange(n) % max(shape_of(flat)[0], 1))
+    return p["a"], key, val
 
 
-for _f, _h in ((np.copyto, _copyto), (np.put, _put), (np.put_along_axis, _put_along_axis),
-               (np.fill_diagonal, _fill_diagonal)):
-    register_function_hook(_f, _h)
+_PLANS = {np.copyto: _plan_copyto, np.put: _plan_put, np.put_along_axis: _plan_put_along_axis,
+          np.fill_diagonal: _plan_fill_diagonal}
+
+
+def _node_in_place(func: Any, args: tuple, kwargs: dict) -> None:
+    dst, key, value = _PLANS[func](args, kwargs)
+    write(_target(dst, func.__name__), key, value)
+
+
+def _dual_in_place(func: Any) -> Any:
+    def impl(*args: Any, **kwargs: Any) -> None:
+        dst, key, value = _PLANS[func](args, kwargs)
+        if isinstance(dst, Dual):
+            dst[key] = value
+            return None
+        if isinstance(dst, Traced) or not any(
+                isinstance(a, Traced) for a in list(args) + list(kwargs.values())):
+            return func(*args, **kwargs)
+        raise TypeError(_plain_target_message(func.__name__))
+
+    impl.__name__ = f"_{func.__name__}"
+    return impl
+
+
+for _f in _PLANS:
+    register_function_hook(_f, _node_in_place)
+    tangent_rule(_f, duals="any")(_dual_in_place(_f))
 
 
 def not_writable_message(node: Any, what: str = "x[key] = value") -> str:
