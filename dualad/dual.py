@@ -669,9 +669,18 @@ def _promote(arr: Any, like: Dual) -> Dual:
 
 
 def _assign(container: Any, key: Any, item: Any) -> Any:
-    """``container[key] = item``; a plain container becomes a Dual if ``item`` is one."""
-    if isinstance(item, Dual) and not isinstance(container, Traced):
-        container = _promote(container, item)
+    """``container[key] = item``; a plain container becomes traced if ``item`` is.
+
+    Writing a Dual of an outer tag promotes the container to such a Dual; writing a graph
+    node of an outer reverse pass makes it a writable node (``np.zeros_like`` of the node).
+    """
+    if isinstance(item, Traced) and not isinstance(container, Traced):
+        if isinstance(item, Dual):
+            container = _promote(container, item)
+        else:
+            holder = np.zeros_like(item, shape=shape_of(container))
+            holder[...] = container
+            container = holder
     container[key] = item
     return container
 

@@ -35,8 +35,9 @@ from ..dual import (
 )
 from ..errors import MissingRuleError
 from ..nodes import value
-from ..numpy_bridge import shape_of
+from ..numpy_bridge import lift_object_array, shape_of
 from ..operators import Method
+from ..tracing import Traced
 
 __all__ = ["roll_array"]
 
@@ -346,8 +347,30 @@ def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", sub
 # -- joining -------------------------------------------------------------------------------------
 
 
+def _has_traced(x: Any) -> bool:
+    """Whether a (nested) list or tuple holds a traced value."""
+    stack = [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Traced):
+            return True
+        if type(item) in (list, tuple):
+            stack.extend(item)
+    return False
+
+
+def _lift(item: Any) -> Any:
+    """A list holding Duals (``[x[0], 1.0]``) as one array-like Dual."""
+    if type(item) in (list, tuple) and _has_traced(item):
+        holder = np.empty(len(item), dtype=object)
+        for i, sub in enumerate(item):
+            holder[i] = _lift(sub)
+        return lift_object_array(holder)
+    return item
+
+
 def _joined_parts(arrays: Any) -> tuple[Any, list[Any], list[Any]]:
-    items = list(arrays)
+    items = [_lift(x) for x in arrays]
     tag = innermost_tag(items)
     k = next(x.k for x in items if isinstance(x, Dual) and x.tag is tag)
     values, partials = [], []
@@ -362,7 +385,8 @@ def _joined_parts(arrays: Any) -> tuple[Any, list[Any], list[Any]]:
 
 
 def _has_dual(arrays: Any) -> bool:
-    return isinstance(arrays, (list, tuple)) and any(isinstance(x, Dual) for x in arrays)
+    return isinstance(arrays, (list, tuple)) and _has_traced(arrays) and any(
+        isinstance(x, Dual) for x in (_lift(a) for a in arrays))
 
 
 @_tangent(np.concatenate, sequence=True)
