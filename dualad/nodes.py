@@ -127,6 +127,12 @@ class AbstractNode(Traced, NumpyOverloads):
         """A writable copy (``np.copy``)."""
         return np.copy(self)
 
+    def astype(self, dtype: Any, copy: bool = True, **kwargs: Any) -> Any:
+        """Float dtypes keep the derivative (a copy); other dtypes give the plain value."""
+        if np.dtype(dtype).kind == "f":
+            return np.copy(self) if copy else self
+        return np.asarray(value(self)).astype(dtype, **kwargs)
+
     def backward(self, seed: Any = None) -> None:
         """Reverse pass from this node; every reached ``Variable.grad`` accumulates.
 

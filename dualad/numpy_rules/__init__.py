@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
     contractions,
     elementwise,
+    functions,
     indexing,
     joining,
     linalg,
