@@ -82,12 +82,22 @@ DEFAULT_TAG = Tag(name="default")
 
 # Plain (untraced) scalars the scalar fast path combines with a scalar Dual.
 _PLAIN_SCALARS = frozenset((float, int, np.float64))
+# Fast paths skip numpy's protocols and plum for the rules dualad registers itself. The
+# registered tables hold every fast implementation; the active ones (used on hot paths) drop
+# an operator as soon as someone registers their own forward method for it with Dual
+# arguments, so a user's rule always wins (see _check_fast).
 # ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward_rules).
+_REG_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 _FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
-# numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules.tangents_core).
+# numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
+_REG_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
 _FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
 # ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
+_REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
+# implementations registered through register_forward (dualad's own and rule writers')
+_OWN_METHODS: set[int] = set()
+_CHECKED = ("dualad: fast paths checked against the forward methods",)
 
 
 def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
@@ -96,17 +106,61 @@ def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
     ``impl`` must be the same computation as the ``forward`` method registered for
     ``Broadcasted[ufunc]``; it sees calls whose innermost traced argument is a Dual.
     """
+    _REG_UFUNC[ufunc] = impl
     _FAST_UFUNC[ufunc] = impl
+    _invalidate()
 
 
 def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any]) -> None:
     """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``."""
+    _REG_FUNCTION[func] = impl
     _FAST_FUNCTION[func] = impl
+    _invalidate()
 
 
 def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None:
     """Scalar fast path: ``derivatives(*args, y)`` gives one partial per argument (or None)."""
+    _REG_SCALAR[ufunc] = (ufunc, derivatives)
     _SCALAR_UFUNC[ufunc] = (ufunc, derivatives)
+    _invalidate()
+
+
+def _invalidate() -> None:
+    forward._cache.pop(_CHECKED, None)
+
+
+def _check_fast() -> None:
+    """Re-derive the active fast paths after ``forward`` gained methods (cheap otherwise)."""
+    if not forward._pending and _CHECKED in forward._cache:
+        return
+    forward._resolve_pending_registrations()
+    foreign = set()
+    for m in forward.methods:
+        if id(m.implementation) in _OWN_METHODS:
+            continue
+        types = m.signature.types
+        rest = types[1:] + ((m.signature.varargs,) if _has_varargs(m.signature) else ())
+        if types and any(isinstance(t, type) and issubclass(t, Dual) for t in rest):
+            foreign.add(types[0])
+    _FAST_UFUNC.clear()
+    _SCALAR_UFUNC.clear()
+    _FAST_FUNCTION.clear()
+    for uf, impl in _REG_UFUNC.items():
+        if Broadcasted[uf] not in foreign and Method[uf] not in foreign:
+            _FAST_UFUNC[uf] = impl
+            if uf in _REG_SCALAR:
+                _SCALAR_UFUNC[uf] = _REG_SCALAR[uf]
+    for fn, impl in _REG_FUNCTION.items():
+        if Method[fn] not in foreign:
+            _FAST_FUNCTION[fn] = impl
+    for uf, kind in _ARITH_KINDS.items():
+        _ARITH_OK[kind] = Broadcasted[uf] not in foreign
+    forward._cache[_CHECKED] = None
+
+
+def _has_varargs(signature: Any) -> bool:
+    va = getattr(signature, "varargs", None)
+    return isinstance(va, type)
 
 
 def _as_value(value: Any) -> Any:
@@ -264,6 +318,7 @@ class Dual(Traced, NumpyOverloads):
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        _check_fast()
         impl = _FAST_FUNCTION.get(func)
         if impl is not None and _dual_is_innermost(args, kwargs):
             return impl(args, kwargs)
@@ -471,6 +526,9 @@ def _array_arith(kind: int, av: Any, ap: Any, bv: Any, bp: Any, tag: Tag) -> Dua
 
 def _arith(kind: int, a: Any, b: Any) -> Any:
     """``a (+ - * /) b`` when one is a Dual and the other a Dual of its tag or plain; else None."""
+    _check_fast()
+    if not _ARITH_OK[kind]:
+        return None
     if type(a) is Dual:
         tb = type(b)
         if tb is Dual:
@@ -508,10 +566,13 @@ def _arith(kind: int, a: Any, b: Any) -> Any:
 
 
 _ARITH_UFUNCS = {np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV}
+_ARITH_KINDS = _ARITH_UFUNCS
+_ARITH_OK = [True, True, True, True]  # per kind: no user forward method replaced the rule
 
 
 def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
     """``ufunc(*inputs)`` with at least one Dual among ``inputs``: fast paths, else dispatch."""
+    _check_fast()
     if len(inputs) == 1:
         x = inputs[0]
         if x._d is not None:
@@ -526,7 +587,7 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
             return impl(inputs, _NO_KWARGS)
     elif _dual_is_innermost(inputs):
         kind = _ARITH_UFUNCS.get(ufunc)
-        if kind is not None and len(inputs) == 2:
+        if kind is not None and len(inputs) == 2 and _ARITH_OK[kind]:
             r = _arith(kind, inputs[0], inputs[1])
             if r is not None:
                 return r
@@ -737,6 +798,9 @@ def _on_values(ufunc: Any) -> Callable[[tuple, dict], Any]:
     return impl
 
 
+_KEEP: list[Any] = []  # registered methods stay alive, so their ids stay unique
+
+
 def register_forward(op_type: type, arg_types: Sequence[type], method: Callable[..., Any],
                      varargs: type | None = None) -> None:
     """Add ``method`` to ``forward`` for ``(op_type, *arg_types)`` (no annotations needed).
@@ -752,6 +816,8 @@ def register_forward(op_type: type, arg_types: Sequence[type], method: Callable[
     """
     import plum
 
+    _OWN_METHODS.add(id(method))
+    _KEEP.append(method)
     if varargs is None:
         signature = plum.Signature(op_type, *arg_types)
     else:

@@ -336,6 +336,7 @@ STRUCTURED = [
     ("dot", lambda x: np.dot(x, x.T)),
     ("dot vec", lambda x: np.dot(x[0], x[1])),
     ("dot scalar", lambda x: np.dot(x, 2.0)),
+    ("dot nd md", lambda x: np.dot(np.stack([x, x ** 2]), np.stack([x.T, 2 * x.T]))),
     ("method dot", lambda x: x.dot(np.ones(3))),
 ]
 

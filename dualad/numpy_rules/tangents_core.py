@@ -303,9 +303,18 @@ def _dot(a: Any, b: Any, out: Any = None) -> Any:
     na, nb = _ndim(a), _ndim(b)
     if na == 0 or nb == 0:
         return np.multiply(a, b)
-    if nb > 2:
-        raise _unsupported("dot", f"a second operand of {nb} dimensions (use np.matmul)")
-    return _product_tangent(a, b, "dot")
+    if nb <= 2:
+        return _product_tangent(a, b, "dot")
+    # N-D by M-D: a sum over the last axis of a and the second-to-last of b
+    tag, ((av, ap), (bv, bp)) = tangent_parts((a, b))
+    y = np.dot(av, bv)
+    acc = None
+    if ap is not None:
+        acc = np.moveaxis(np.tensordot(ap, bv, axes=([na - 1], [nb - 2])), na - 1, -1)
+    if bp is not None:
+        term = np.tensordot(av, bp, axes=([na - 1], [nb - 2]))
+        acc = term if acc is None else acc + term
+    return Dual._make(y, acc, tag)
 
 
 # -- allocation like an array ----------------------------------------------------------------
