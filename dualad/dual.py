@@ -481,19 +481,15 @@ def _fresh(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(p, shape + p.shape[-1:]).copy()
 
 
-_ARITH_KERNEL: list[Any] = [None]
-
-
-def set_arith_kernel(fn: Callable[..., Any] | None) -> None:
-    """Install ``fn(kind, av, ap, bv, bp, tag) -> Dual | None``: fused kernels for arithmetic."""
-    _ARITH_KERNEL[0] = fn
+# per arithmetic kind: the RuleKernels of its ufunc (set by dualad.dual_kernels), or None
+_ARITH_RK: list[Any] = [None, None, None, None]
 
 
 def _array_arith(kind: int, av: Any, ap: Any, bv: Any, bp: Any, tag: Tag) -> Dual | None:
     """Plain ndarray partials (``None`` for a constant operand)."""
-    kern = _ARITH_KERNEL[0]
-    if kern is not None and type(av) is np.ndarray:
-        r = kern(kind, av, ap, bv, bp, tag)
+    rk = _ARITH_RK[kind]
+    if rk is not None and (ap if ap is not None else bp).size >= rk.threshold:
+        r = rk.binary(av, ap, bv, bp, tag)
         if r is not None:
             return r
     if kind == _ADD or kind == _SUB:
@@ -526,7 +522,8 @@ def _array_arith(kind: int, av: Any, ap: Any, bv: Any, bp: Any, tag: Tag) -> Dua
 
 def _arith(kind: int, a: Any, b: Any) -> Any:
     """``a (+ - * /) b`` when one is a Dual and the other a Dual of its tag or plain; else None."""
-    _check_fast()
+    if forward._pending or _CHECKED not in forward._cache:
+        _check_fast()
     if not _ARITH_OK[kind]:
         return None
     if type(a) is Dual:
@@ -534,9 +531,13 @@ def _arith(kind: int, a: Any, b: Any) -> Any:
         if tb is Dual:
             if a.tag is not b.tag:
                 return None
-            if a._d is not None and b._d is not None:
-                return _scalar_arith(kind, a.value, a._d, b.value, b._d, a.tag)
-            pa, pb = a.partials, b.partials
+            pa, pb = a._p, b._p
+            if pa is None:
+                if b._d is not None:
+                    return _scalar_arith(kind, a.value, a._d, b.value, b._d, a.tag)
+                pa = a.partials
+            if pb is None:
+                pb = b.partials
             if type(pa) is not np.ndarray or type(pb) is not np.ndarray:
                 return None
             if pa.shape[-1] != pb.shape[-1]:

@@ -265,17 +265,7 @@ def kernels_for(ufunc: Any) -> RuleKernels | None:
     return rk
 
 
-_ARITH = {0: np.add, 1: np.subtract, 2: np.multiply, 3: np.true_divide}
-
-
-def _arith_kernel(kind: int, av: Any, ap: Any, bv: Any, bp: Any, tag: Any) -> Dual | None:
-    """The fast arithmetic path of :mod:`dualad.dual` through the fused kernel, if it pays."""
-    if not ENABLED:
-        return None
-    rk = _BY_UFUNC.get(_ARITH[kind]) or kernels_for(_ARITH[kind])
-    if rk is None:
-        return None
-    return rk.binary(av, ap, bv, bp, tag)
+_ARITH_KIND = {np.add: 0, np.subtract: 1, np.multiply: 2, np.true_divide: 3}
 
 
 def register(rule: Any) -> RuleKernels:
@@ -283,7 +273,7 @@ def register(rule: Any) -> RuleKernels:
     rk = RuleKernels(rule)
     if isinstance(rule.function, np.ufunc):
         _BY_UFUNC[rule.function] = rk
+        kind = _ARITH_KIND.get(rule.function)
+        if kind is not None:
+            _dual._ARITH_RK[kind] = rk
     return rk
-
-
-_dual.set_arith_kernel(_arith_kernel)

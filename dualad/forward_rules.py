@@ -63,12 +63,10 @@ def _column(d: Any) -> Any:
     return np.reshape(d, shape + (1,))
 
 
-def _own(p: Any) -> Any:
-    """Partials passed through unchanged become read-only views (copied on write)."""
-    if isinstance(p, np.ndarray):
-        v = p.view()
-        v.flags.writeable = False
-        return v
+def _fresh(p: Any) -> Any:
+    """A copy of partials passed through unchanged (results never alias their inputs)."""
+    if type(p) is np.ndarray:
+        return p.copy()
     return p * 1.0
 
 
@@ -82,29 +80,11 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     name = rule.name
     kernels = dual_kernels.register(rule)
 
-    def impl(args: tuple, kwargs: dict) -> Any:
-        tag, parts = tangent_parts(args)
-        if tag is None:
-            return f(*args, **kwargs)
-        if kwargs:
-            if kwargs.get("where", True) is not True:
-                raise MissingRuleError(
-                    f"dualad: forward mode of {name}(..., where=...) is not supported; "
-                    f"compute both branches and select with np.where(cond, a, b)."
-                )
-        else:
-            out = kernels.try_fused(parts, tag)
-            if out is not None:
-                return out
-        values = [v for v, _ in parts]
-        y = f(*values, **kwargs)
-        ds: Any = None
-        if need:
-            if quiet:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ds = derivatives(*values, y)
-            else:
-                ds = derivatives(*values, y)
+    unary = len(kinds) == 1
+    kind0 = kinds[0]
+
+    def partials_of(parts: list, values: list, y: Any) -> Any:
+        ds: Any = derivatives(*values, y) if need else None
         acc: Any = None
         single = True
         k = 0
@@ -122,11 +102,7 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
                 d = ds[i]
                 if d is None:
                     continue
-                if quiet:
-                    with np.errstate(invalid="ignore"):
-                        term = p * _column(d)
-                else:
-                    term = p * _column(d)
+                term = p * _column(d)
                 single = False
             else:
                 continue
@@ -137,12 +113,52 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
                 single = False
         target = shape_of(y) + (k,)
         if acc is None:
-            acc = np.zeros(target)
-        elif shape_of(acc) != target:
-            acc = np.broadcast_to(acc, target)
-        elif single:
-            acc = _own(acc)
-        return Dual._make(y, acc, tag)
+            return np.zeros(target)
+        if shape_of(acc) != target:
+            if type(acc) is np.ndarray:
+                return np.broadcast_to(acc, target).copy()
+            return acc + np.zeros(target)
+        return _fresh(acc) if single else acc
+
+    def impl(args: tuple, kwargs: dict) -> Any:
+        if unary and not kwargs:
+            x = args[0]
+            p = x._p if type(x) is Dual else None
+            if type(p) is np.ndarray:  # one Dual with plain partials: the common case
+                v = x.value
+                out = kernels.unary(v, p, x.tag)
+                if out is not None:
+                    return out
+                if quiet:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        y = f(v)
+                        if kind0 == "expr":
+                            return Dual._make(y, p * _column(derivatives(v, y)[0]), x.tag)
+                else:
+                    y = f(v)
+                    if kind0 == "expr":
+                        return Dual._make(y, p * _column(derivatives(v, y)[0]), x.tag)
+                return Dual._make(y, partials_of([(v, p)], [v], y), x.tag)
+        tag, parts = tangent_parts(args)
+        if tag is None:
+            return f(*args, **kwargs)
+        if kwargs:
+            if kwargs.get("where", True) is not True:
+                raise MissingRuleError(
+                    f"dualad: forward mode of {name}(..., where=...) is not supported; "
+                    f"compute both branches and select with np.where(cond, a, b)."
+                )
+        else:
+            out = kernels.try_fused(parts, tag)
+            if out is not None:
+                return out
+        values = [v for v, _ in parts]
+        if quiet:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = f(*values, **kwargs)
+                return Dual._make(y, partials_of(parts, values, y), tag)
+        y = f(*values, **kwargs)
+        return Dual._make(y, partials_of(parts, values, y), tag)
 
     impl.__name__ = f"tangent_{name}"
     impl.__doc__ = f"Tangent rule of {name}, from {rule!r}."
