@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [
     "tr_matmul",
+    "mlp",
     "op_chain",
     "sigmoid",
     "lorenz96",

@@ -41,10 +41,22 @@ _VAR_NAMES = ("a", "axis", "dtype", "out", "ddof", "keepdims")
 def expand_reduced(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...],
                    keepdims: bool) -> Any:
     """Broadcast the gradient of a reduction over ``axes`` back to the input ``shape``."""
-    if not keepdims:
-        kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
-        grad = np.reshape(grad, kept)
-    return np.broadcast_to(grad, shape)
+    kept = _kept(grad, shape, axes, keepdims)
+    if type(kept) is np.ndarray:  # plain arrays: a filled copy is cheaper than a view here
+        out = np.empty(shape)
+        out[...] = kept
+        return out
+    return np.broadcast_to(kept, shape)
+
+
+def _kept(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Any:
+    """``grad`` with the reduced axes kept as length-1 axes (broadcastable to ``shape``)."""
+    if keepdims:
+        return grad
+    kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
+    if type(grad) is np.ndarray or type(grad) is np.float64:
+        return np.asarray(grad).reshape(kept)
+    return np.reshape(grad, kept)
 
 
 def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
@@ -81,7 +93,14 @@ def _reduction_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any,
     def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
         p, axes, keepdims = _params(names, x, args, kwargs, default_axis)
         w = weights(x, output, axes, keepdims, p)
-        return (expand_reduced(grad, shape_of(x), axes, keepdims) * w,) + (None,) * len(args)
+        shape = shape_of(x)
+        if type(w) is float:  # a constant weight: broadcast once
+            g = expand_reduced(grad, shape, axes, keepdims)
+            return (g if w == 1.0 else g * w,) + (None,) * len(args)
+        g = _kept(grad, shape, axes, keepdims) * w
+        if shape_of(g) != shape:
+            g = np.broadcast_to(g, shape)
+        return (g,) + (None,) * len(args)
 
     def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
         p, axes, keepdims = _params(names, x, args, kwargs, default_axis)
@@ -134,12 +153,14 @@ _reduction_rules((np.nanmean,), _REDUCE_NAMES, None, _nan_mean_weights)
 
 def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
     shape = shape_of(x)
-    hit = x == expand_reduced(out, shape, axes, keepdims)
+    hit = x == _kept(out, shape, axes, keepdims)
     w = _where(p)
     if w is not None:
         hit = hit & np.broadcast_to(w, shape)
-    hit = np.asarray(hit, dtype=np.float64)
-    return hit / np.maximum(np.sum(hit, axis=axes, keepdims=True), 1.0)
+    count = np.add.reduce(hit, axis=axes, keepdims=True)
+    if w is None and type(hit) is np.ndarray and count.min() == 1:
+        return hit  # no ties: the mask itself
+    return hit / np.maximum(count, 1.0)
 
 
 for _fs, _names, _axis in (
