@@ -181,8 +181,9 @@ def _ptp_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
     ax = axes if axes else None
     hi = np.max(x, axis=ax, keepdims=True)
     lo = np.min(x, axis=ax, keepdims=True)
-    return np.broadcast_to(_extremum_weights(x, hi, axes, True, {})
-                           - _extremum_weights(x, lo, axes, True, {}), shape)
+    top = np.asarray(_extremum_weights(x, hi, axes, True, {}), dtype=np.float64)
+    bottom = np.asarray(_extremum_weights(x, lo, axes, True, {}), dtype=np.float64)
+    return np.broadcast_to(top - bottom, shape)
 
 
 _reduction_rules((np.ptp,), ("a", "axis", "out", "keepdims"), None, _ptp_weights)
