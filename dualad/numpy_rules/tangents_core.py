@@ -106,9 +106,9 @@ def _unsupported(fname: str, what: str) -> MissingRuleError:
 @_tangent(np.sum)
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
          initial: Any = _NoValue, where: Any = _NoValue) -> Any:
-    if where is not _NoValue:
-        raise _unsupported("sum", "where=")
     kw = {} if initial is _NoValue else {"initial": initial}
+    if where is not _NoValue:  # a masked sum is the sum of the masked array
+        return np.sum(np.where(where, a, 0.0), axis=axis, dtype=dtype, keepdims=keepdims, **kw)
     v = np.sum(a.value, axis=axis, dtype=dtype, keepdims=keepdims, **kw)
     p = a.partials
     axes = _axes(axis, _ndim(a.value), "sum")
@@ -122,8 +122,10 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
 @_tangent(np.mean)
 def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
           *, where: Any = _NoValue) -> Any:
-    if where is not _NoValue:
-        raise _unsupported("mean", "where=")
+    if where is not _NoValue:  # the masked sum over the number of entries kept
+        mask = np.broadcast_to(np.asarray(where, dtype=np.float64), shape_of(a.value))
+        count = np.sum(mask, axis=axis, keepdims=keepdims)
+        return np.sum(np.where(where, a, 0.0), axis=axis, keepdims=keepdims) / count
     v = np.mean(a.value, axis=axis, dtype=dtype, keepdims=keepdims)
     shape = shape_of(a.value)
     axes = _axes(axis, len(shape), "mean")
