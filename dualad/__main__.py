@@ -114,17 +114,19 @@ def demo_stiff_ode() -> None:
     fd = numerical_jacobian(lambda y: brusselator(0.0, y), (y0,), 0)
     print(f"  Jacobian at y0: max |dualad - central differences| = "
           f"{np.max(np.abs(jac(0.0, y0) - fd)):.1e}")
-    _row("jac=", "wall (s)", "nfev / njev")
+    _row("jac=", "best wall (s)", "nfev / njev")
     results = {}
     for label, j in (("None (scipy differences)", None), ("ad.ode_jacobian", jac)):
         if sys.stderr.isatty():
             print(f"  ... solving with jac={label}", end="\r", file=sys.stderr, flush=True)
         else:
             print(f"  ... solving with jac={label}", file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        sol = solve_ivp(brusselator, (0.0, 10.0), y0, method="BDF", jac=j, rtol=1e-6,
-                        atol=1e-8)
-        wall = time.perf_counter() - start
+        wall = float("inf")
+        for _ in range(2):  # the best of two runs: the first also warms caches up
+            start = time.perf_counter()
+            sol = solve_ivp(brusselator, (0.0, 10.0), y0, method="BDF", jac=j, rtol=1e-6,
+                            atol=1e-8)
+            wall = min(wall, time.perf_counter() - start)
         if sys.stderr.isatty():
             print(" " * 60, end="\r", file=sys.stderr, flush=True)
         results[label] = sol.y[:, -1]
