@@ -35,7 +35,7 @@ def tree_flatten(tree: Any) -> tuple[list[Any], Any]:
                 parent[slot] = ("dict", keys, children)
                 for i in reversed(range(len(keys))):
                     stack.append((item[keys[i]], children, i))
-            elif type(item) in (tuple, list):
+            elif type(item) in (tuple, list) or isinstance(item, tuple):  # namedtuples too
                 children = [None] * len(item)
                 parent[slot] = (type(item), None, children)
                 for i in reversed(range(len(item))):
@@ -59,6 +59,8 @@ def tree_unflatten(spec: Any, leaves: list[Any]) -> Any:
         built = [build(c) for c in children]
         if kind == "dict":
             return dict(zip(keys, built))
+        if kind is not tuple and kind is not list and hasattr(kind, "_make"):
+            return kind._make(built)  # a namedtuple, e.g. np.linalg.eigh's result
         return kind(built)
 
     return build(spec)

@@ -167,3 +167,15 @@ def test_functions_without_rules_raise_missing_rule_error_when_called():
     for f in (lambda a: np.linalg.eig(a)[0].real, lambda a: np.linalg.eigvals(a).real):
         with pytest.raises(ad.MissingRuleError, match="eig"):
             ad.vjp(f, a)  # raised while recording, before any backward pass
+
+
+def test_result_objects_returned_whole():
+    a = spd()
+    jac = ad.jacobian(np.linalg.eigh, mode="forward")(a)
+    assert type(jac).__name__ == "EighResult" and jac.eigenvalues.shape == (3, 3, 3)
+    out, pullback = ad.vjp(np.linalg.eigh, a)
+    assert type(out).__name__ == "EighResult"
+    (g,) = pullback((np.ones(3), np.zeros((3, 3))))
+    np.testing.assert_allclose(g, np.tril(np.eye(3)), atol=1e-10)  # d trace / d lower(A)
+    out, tangent = ad.jvp(np.linalg.slogdet, (a,), (np.eye(3),))
+    np.testing.assert_allclose(tangent.logabsdet, np.trace(np.linalg.inv(a)))
