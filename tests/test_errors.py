@@ -492,3 +492,55 @@ def test_plain_ndarray_dot_method_with_a_traced_argument():
 def test_operator_module_functions_record_like_numpy():
     g = ad.grad(lambda x: np.sum(operator.mul(x, x)))(np.array([1.0, 2.0]))
     np.testing.assert_array_equal(g, [2.0, 4.0])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_sharp_bits_examples_from_the_readme():
+    assert float(ad.grad(np.abs)(0.0)) == 0.0
+    assert float(ad.grad(lambda x: np.maximum(x, 0.0))(0.0)) == 0.5
+    assert np.isnan(ad.grad(lambda x: np.sqrt(x * x))(0.0))
+    assert float(ad.grad(np.abs)(0.0)) == 0.0
+    assert np.isnan(ad.grad(lambda x: np.where(x > 0, np.sqrt(x), 0.0))(0.0))
+    safe = ad.grad(lambda x: np.where(x > 0, np.sqrt(np.where(x > 0, x, 1.0)), 0.0))(0.0)
+    assert float(safe) == 0.0
+    assert float(ad.grad(lambda x: x // 2)(3)) == 0.0
+
+
+def test_writes_into_a_zeros_like_buffer_are_differentiated():
+    def f(x):
+        out = np.zeros_like(x)
+        out[0] = x[0] * 2.0
+        out[1:] = np.sin(x[1:])
+        return np.sum(out * out)
+
+    x = np.array([0.5, 1.0, -0.3])
+    expected = np.array([8 * x[0], *(2 * np.sin(x[1:]) * np.cos(x[1:]))])
+    np.testing.assert_allclose(ad.grad(f)(x), expected)
+    np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x), expected)
+
+
+def test_loop_with_a_value_dependent_count_treats_the_count_as_constant():
+    def halve_until_small(x):
+        while x > 1.0:
+            x = x / 2.0
+        return x
+
+    assert float(ad.grad(halve_until_small)(5.0)) == 0.125     # three halvings ran
+    assert float(ad.grad(halve_until_small)(0.5)) == 1.0
+
+
+def test_forward_jacobian_seed_cache_corrupted_by_an_input_write_regression():
+    """The forward Jacobian handed out its cached identity seed on first use; a function
+    writing into its input (x[0] = 5.0) zeroed that cache, and every later forward Jacobian
+    of the same size lost a column."""
+
+    def writes_input(x):
+        x[0] = 5.0
+        x *= 2.0
+        return x * x
+
+    for _ in range(2):
+        jac = ad.jacobian(writes_input, mode="forward")(np.array([1.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(jac, np.diag([0.0, 16.0, 24.0]))
+    np.testing.assert_array_equal(ad.jacobian(lambda x: x * 1.0, mode="forward")(np.ones(3)),
+                                  np.eye(3))
