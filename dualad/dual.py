@@ -314,6 +314,15 @@ class Dual(Traced, NumpyOverloads):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
+            d = self._d
+            if d is not None and len(inputs) == 1 and not forward._pending \
+                    and _CHECKED in forward._cache:  # a scalar with one direction
+                sr = _SCALAR_UFUNC.get(ufunc)
+                if sr is not None:
+                    v = self.value
+                    y = ufunc(v)
+                    dy = sr[1](v, y)[0]
+                    return _new_scalar(y, 0.0 if dy is None else dy * d, self.tag)
             return _call_ufunc(ufunc, inputs)
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
@@ -325,35 +334,55 @@ class Dual(Traced, NumpyOverloads):
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
     # -- arithmetic: fast paths for plain values, else the ufunc's rule ---------------
+    # (a scalar with one direction and a plain number is handled inline: the hot path of
+    # derivative(f) on scalar code)
     def __add__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_ADD):
+            return _new_scalar(self.value + other, self._d, self.tag)
         r = _arith(_ADD, self, other)
         return r if r is not None else _call_ufunc(np.add, (self, other))
 
     def __radd__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_ADD):
+            return _new_scalar(other + self.value, self._d, self.tag)
         r = _arith(_ADD, other, self)
         return r if r is not None else _call_ufunc(np.add, (other, self))
 
     def __sub__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_SUB):
+            return _new_scalar(self.value - other, self._d, self.tag)
         r = _arith(_SUB, self, other)
         return r if r is not None else _call_ufunc(np.subtract, (self, other))
 
     def __rsub__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_SUB):
+            return _new_scalar(other - self.value, -self._d, self.tag)
         r = _arith(_SUB, other, self)
         return r if r is not None else _call_ufunc(np.subtract, (other, self))
 
     def __mul__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_MUL):
+            return _new_scalar(self.value * other, self._d * other, self.tag)
         r = _arith(_MUL, self, other)
         return r if r is not None else _call_ufunc(np.multiply, (self, other))
 
     def __rmul__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_MUL):
+            return _new_scalar(other * self.value, other * self._d, self.tag)
         r = _arith(_MUL, other, self)
         return r if r is not None else _call_ufunc(np.multiply, (other, self))
 
     def __truediv__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_DIV):
+            return _new_scalar(self.value / other, self._d / other, self.tag)
         r = _arith(_DIV, self, other)
         return r if r is not None else _call_ufunc(np.true_divide, (self, other))
 
     def __rtruediv__(self, other: Any) -> Any:
+        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_DIV):
+            b = self.value
+            y = other / b
+            return _new_scalar(y, -y / b * self._d, self.tag)
         r = _arith(_DIV, other, self)
         return r if r is not None else _call_ufunc(np.true_divide, (other, self))
 
@@ -364,10 +393,10 @@ class Dual(Traced, NumpyOverloads):
         return _call_ufunc(np.power, (other, self))
 
     def __neg__(self) -> Any:
-        if self._d is not None:
-            return Dual._scalar(-self.value, -self._d, self.tag)
+        if self._d is not None and _ok(_NEG):
+            return _new_scalar(-self.value, -self._d, self.tag)
         p = self._p
-        if type(p) is np.ndarray:
+        if type(p) is np.ndarray and _ok(_NEG):
             return Dual._make(-self.value, -p, self.tag)
         return _call_ufunc(np.negative, (self,))
 
@@ -441,8 +470,29 @@ def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
     return type(best) is Dual
 
 
-_ADD, _SUB, _MUL, _DIV = 0, 1, 2, 3
+_ADD, _SUB, _MUL, _DIV, _NEG = 0, 1, 2, 3, 4
 _PLAIN_VALUES = frozenset((np.ndarray, np.float64, float, int))
+
+
+def _ok(kind: int) -> bool:
+    """Whether the arithmetic fast path of ``kind`` may run (no user rule replaced it)."""
+    if forward._pending or _CHECKED not in forward._cache:
+        _check_fast()
+    return _ARITH_OK[kind]
+
+
+_new = object.__new__
+
+
+def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
+    """A 0-d Dual with one direction kept as the scalar ``d`` (no partials array)."""
+    obj = _new(Dual)
+    obj.value = value
+    obj._p = None
+    obj._d = d
+    obj.tag = tag
+    obj.level = tag.level
+    return obj
 
 
 def _col(v: Any) -> Any:
@@ -567,8 +617,8 @@ def _arith(kind: int, a: Any, b: Any) -> Any:
 
 
 _ARITH_UFUNCS = {np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV}
-_ARITH_KINDS = _ARITH_UFUNCS
-_ARITH_OK = [True, True, True, True]  # per kind: no user forward method replaced the rule
+_ARITH_KINDS = {**_ARITH_UFUNCS, np.negative: _NEG}
+_ARITH_OK = [True, True, True, True, True]  # per kind: no user forward method replaced it
 
 
 def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:

@@ -41,13 +41,18 @@ __all__ = [
 ENABLED = os.environ.get("DUALAD_NUMBA", "1") != "0"
 
 #: Least number of partials entries (``size * k``) for which the kernel is used, by class.
-#: Measured on a 2-core machine, one thread: add/subtract are single numpy passes and win
-#: until the arrays leave the cache; products and transcendental functions need several
-#: numpy passes (value, derivative, broadcast product, sum) and the kernel wins early.
-THRESHOLDS = {"linear": 16384, "product": 48, "transcendental": 24}
+#: Measured (2-core machine, one thread, k = 2 and 12, 1 to 16384 values): for add and
+#: subtract one numpy pass over the partials beats the kernel at every size (0.4-0.8x), so
+#: they stay in numpy; for products, quotients and transcendental functions the kernel is
+#: 1.2-3x faster from the smallest arrays up (numpy needs several passes: value,
+#: derivative, broadcast product, sum). With one direction (k = 1) numpy is as fast.
+THRESHOLDS = {"linear": 1 << 62, "product": 0, "transcendental": 0}
 
 #: Least number of partials entries for the parallel variant (when Numba has > 1 thread).
-PARALLEL_THRESHOLD = 1 << 18
+#: Measured on the 2-core machine (multiply, k = 12): the parallel loop was slower at every
+#: size tried (0.01x at 5e4 entries, 0.5x at 3e6, 0.8x at 1.3e7; thread start-up and
+#: memory bandwidth dominate), so it is kept for arrays beyond that range only.
+PARALLEL_THRESHOLD = 1 << 25
 
 #: Least number of directions for a kernel (one direction: numpy is as fast).
 MIN_K = 2

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import forward_rules as _forward_rules  # noqa: F401  (registers tangent rules)
-from .dual import Dual, Tag
+from .dual import Dual, Tag, _new_scalar
 from .errors import ShapeError
 from .nodes import as_differentiable
 from .numpy_bridge import lift_object_array, shape_of
@@ -33,6 +33,8 @@ from .transforms import to_user
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "MAX_CHUNK"]
+
+_ONE = np.float64(1.0)
 
 #: The largest chunk chosen automatically (ForwardDiff.jl's default threshold).
 MAX_CHUNK = 12
@@ -169,24 +171,32 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def wrapped(x: Any, *args: Any, **kwargs: Any) -> Any:
-        value = _prepare(x, f"the argument of {fname}")
-        if shape_of(value) != ():
-            raise ValueError(
-                f"{fname}: the input has shape {shape_of(value)}; derivative needs a scalar. "
-                f"Use ad.jacobian(f) for array inputs or ad.jvp for a directional derivative."
-            )
+        if type(x) is float or type(x) is np.float64:
+            value = np.float64(x)
+        else:
+            value = _prepare(x, f"the argument of {fname}")
+            if shape_of(value) != ():
+                raise ValueError(
+                    f"{fname}: the input has shape {shape_of(value)}; derivative needs a "
+                    f"scalar. Use ad.jacobian(f) for array inputs or ad.jvp for a "
+                    f"directional derivative."
+                )
         tag = Tag()
         if type(value) is np.float64:
-            dx = Dual._scalar(value, np.float64(1.0), tag)
+            dx = _new_scalar(value, _ONE, tag)
         else:
             dx = Dual._make(value, np.ones(1), tag)
         out = f(dx, *args, **kwargs)
+        if type(out) is Dual and out.tag is tag:
+            if out._p is None:
+                return np.array(out._d, dtype=np.float64)
+            return _result_leaf(out.partials[..., 0])
         _check_output(out, fname)
         if type(out) is np.ndarray and out.dtype == object:
             out = lift_object_array(out)
         if type(out) is Dual and out.tag is tag:
             if out._p is None:
-                return to_user(out._d)
+                return np.array(out._d, dtype=np.float64)
             return _result_leaf(out.partials[..., 0])
         leaves, spec = tree_flatten(out)
         result = []
@@ -363,6 +373,8 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
         if w == n:
             if p is None:
                 return np.zeros(out_shape + shape)
+            if type(p) is np.ndarray:
+                return p if len(shape) == 1 else p.reshape(out_shape + shape)
             return _result_leaf(np.reshape(p, out_shape + shape))
         blocks.append(p)
         widths.append(w)

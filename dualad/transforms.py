@@ -39,6 +39,8 @@ Argnums = int | Sequence[int]
 
 def normalize_argnums(argnums: Argnums, nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
     """``(tuple of argument indices, whether a single int was given)``, validated."""
+    if type(argnums) is int and 0 <= argnums < nargs:  # the common case, fast
+        return (argnums,), True
     single = isinstance(argnums, (int, np.integer))
     items = (argnums,) if single else argnums
     if not isinstance(items, (tuple, list)) or not all(
@@ -281,14 +283,24 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         if chosen == "auto":
             chosen = _auto_mode(f, nums, args, kwargs)
         if chosen == "forward":
-            from .forward_transforms import jacobian_forward
-
-            results = jacobian_forward(f, nums, args, kwargs, chunk, fname)
+            results = _forward_jacobian()(f, nums, args, kwargs, chunk, fname)
         else:
             results = _jacobian_reverse(f, nums, args, kwargs, fname)
         return results[0] if single else tuple(results)
 
     return wrapped
+
+
+_FORWARD_JACOBIAN: list[Callable[..., Any]] = []
+
+
+def _forward_jacobian() -> Callable[..., Any]:
+    """``forward_transforms.jacobian_forward``, imported once (not on every call)."""
+    if not _FORWARD_JACOBIAN:
+        from .forward_transforms import jacobian_forward
+
+        _FORWARD_JACOBIAN.append(jacobian_forward)
+    return _FORWARD_JACOBIAN[0]
 
 
 def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict) -> str:

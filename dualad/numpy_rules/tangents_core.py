@@ -226,6 +226,19 @@ def roll_array(a: np.ndarray, shift: int, axis: int) -> np.ndarray:
     return out
 
 
+def _roll_fast(args: tuple, kwargs: dict) -> Any:
+    """``np.roll(x, shift)`` of a 1-D Dual with plain small arrays: the common case, inline."""
+    if len(args) == 2 and not kwargs:
+        a, shift = args
+        if type(a) is Dual and type(shift) is int:
+            v, p = a.value, a._p
+            if type(v) is np.ndarray and type(p) is np.ndarray and v.ndim == 1 \
+                    and 0 < p.size <= 4096:
+                idx = _roll_index(v.shape[0], shift % v.shape[0])
+                return Dual._make(v.take(idx), p.take(idx, axis=0), a.tag)
+    return _roll(*args, **kwargs)
+
+
 @_tangent(np.roll)
 def _roll(a: Any, shift: Any, axis: Any = None) -> Any:
     v, p = a.value, a.partials
@@ -424,3 +437,6 @@ def _stack(arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
     ax = _axes(axis, _ndim(values[0]) + 1, "stack")[0]
     v = np.stack(values, axis=ax, **kwargs)
     return Dual._make(v, np.stack(partials, axis=ax), tag)
+
+
+register_fast_function(np.roll, _roll_fast)
