@@ -19,7 +19,7 @@ Example:
     >>> import numpy as np
     >>> from dualad.numpy_rules.contractions import parse_einsum
     >>> parse_einsum("...ij,...jk", [np.ones((2, 3, 4)), np.ones((4, 5))])
-    (['Aab', 'bc'], 'Aac')
+    (['aij', 'jk'], 'aik')
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ Levi-Civita tensor; 2-vectors are embedded in 3-D by a constant matrix), and num
 
 Example:
     >>> import numpy as np, dualad as ad
-    >>> a, b = np.ones((2, 3)), np.ones((3, 4))
+    >>> a, b = np.ones((2, 3)), np.arange(12.0).reshape(3, 4)
     >>> ad.grad(lambda a: np.trace(a @ b[:, :2]))(a)
-    array([[1., 1., 0.],
-           [1., 1., 0.]])
+    array([[0., 4., 8.],
+           [1., 5., 9.]])
+    >>> ad.grad(lambda a: np.einsum("ij,jk->", a, b))(a)
+    array([[ 6., 22., 38.],
+           [ 6., 22., 38.]])
 """
 
 from __future__ import annotations
