@@ -1,7 +1,10 @@
 """Products in both modes against finite differences: matmul, dot, einsum, tensordot, ..."""
 
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
 from numpy_rule_checks import check, check_second_order, rand
 
 import dualad as ad
@@ -147,3 +150,17 @@ def test_einsum_forward_values_follow_numpy_output_order(spec, shapes):
                           tuple(np.ones_like(a) for a in arrays))
     np.testing.assert_allclose(out, np.einsum(spec, *arrays))
     assert np.shape(tangent) == np.shape(out)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=2,
+                                                 max_side=3),
+       n=st.integers(1, 3), m=st.integers(1, 3), k=st.integers(1, 3),
+       vec=st.sampled_from(["none", "left", "right"]))
+def test_matmul_random_batch_shapes(shapes, n, m, k, vec):
+    ba, bb = shapes.input_shapes
+    sa = (m,) if vec == "left" else ba + (n, m)
+    sb = (m,) if vec == "right" else bb + (m, k)
+    check(np.matmul, rand(*sa), rand(*sb))
+    check(lambda a, b: np.einsum("...ij,...jk->...ik", a, b) if vec == "none" else a @ b,
+          rand(*sa), rand(*sb))

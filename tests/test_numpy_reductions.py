@@ -1,7 +1,10 @@
 """Reductions in both modes against finite differences, and their conventions."""
 
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
 from numpy_rule_checks import check, check_second_order, rand
 
 import dualad as ad
@@ -145,3 +148,21 @@ def test_second_order_reductions():
     check_second_order(lambda x: np.var(x, axis=1) + np.cumsum(x, axis=1)[:, -1], rand(3, 2))
     check_second_order(lambda x: np.cumprod(x), rand(4, low=0.3))
     check_second_order(lambda x: np.max(x ** 2, axis=0), rand(3, 2))
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=3),
+       data=st.data())
+def test_random_shapes_and_axes(shape, data):
+    axes = data.draw(st.lists(st.integers(0, max(len(shape) - 1, 0)), unique=True,
+                              max_size=len(shape)))
+    axis = tuple(axes) if axes else None
+    keepdims = data.draw(st.booleans())
+    name = data.draw(st.sampled_from(["sum", "mean", "prod", "max", "var", "cumsum"]))
+    x = np.random.default_rng(len(shape)).uniform(0.5, 1.5, size=shape)
+    if name == "cumsum":
+        ax = axes[0] if axes else None
+        check(lambda x: np.cumsum(x, axis=ax), x)
+    else:
+        check(lambda x: REDUCTIONS.get(name, getattr(np, name))(x, axis=axis, keepdims=keepdims),
+              x)
