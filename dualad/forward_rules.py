@@ -13,7 +13,7 @@ Example:
     >>> import numpy as np, dualad as ad
     >>> x = ad.Dual(np.array([0.0, 1.0]), np.ones((2, 1)))
     >>> np.tanh(x).partials.ravel().round(4)
-    array([1.    , 0.42  ])
+    array([1.  , 0.42])
 """
 
 from __future__ import annotations

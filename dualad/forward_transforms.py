@@ -7,9 +7,9 @@ at once when ``n <= 12``, otherwise the fewest chunks of at most 12, evened out.
 
 Example:
     >>> import numpy as np, dualad as ad
-    >>> ad.jacobian(lambda x: np.sin(x) * x[0], mode="forward")(np.array([0.0, 1.0]))
-    array([[0.        , 0.        ],
-           [0.84147098, 0.54030231]])
+    >>> ad.jacobian(lambda x: np.sin(x) * x[0], mode="forward")(np.array([1.0, 2.0]))
+    array([[ 1.38177329,  0.        ],
+           [ 0.90929743, -0.41614684]])
     >>> float(ad.derivative(lambda x: x ** 3)(2.0))
     12.0
 """
