@@ -75,9 +75,15 @@ def _column(w: Any) -> Any:
 
 def _params(names: tuple[str, ...], x: Any, args: tuple, kwargs: dict,
             default_axis: Any = None) -> tuple[dict, tuple[int, ...], bool]:
-    p = bind(names, (x,) + args, kwargs)
+    p = dict(zip(names[1:], args))
+    if kwargs:
+        p.update(kwargs)
     axis = p.get("axis", default_axis)
-    axes = normalize_axes(axis, len(shape_of(x)))
+    ndim = len(shape_of(x))
+    if type(axis) is int and -ndim <= axis < ndim:
+        axes: tuple[int, ...] = (axis % ndim,)
+    else:
+        axes = normalize_axes(axis, ndim)
     return p, axes, bool(p.get("keepdims", False))
 
 
@@ -157,10 +163,9 @@ def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) ->
     w = _where(p)
     if w is not None:
         hit = hit & np.broadcast_to(w, shape)
-    count = np.add.reduce(hit, axis=axes, keepdims=True)
-    if w is None and type(hit) is np.ndarray and count.min() == 1:
-        return hit  # no ties: the mask itself
-    return hit / np.maximum(count, 1.0)
+    if w is None and type(hit) is np.ndarray and np.count_nonzero(hit) == np.size(out):
+        return hit  # one maximum per slice (no ties): the mask itself
+    return hit / np.maximum(np.add.reduce(hit, axis=axes, keepdims=True), 1.0)
 
 
 for _fs, _names, _axis in (
