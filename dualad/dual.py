@@ -642,6 +642,10 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
             r = _arith(kind, inputs[0], inputs[1])
             if r is not None:
                 return r
+        if len(inputs) == 2:
+            r = _scalar_binary(ufunc, inputs[0], inputs[1])
+            if r is not None:
+                return r
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
@@ -650,6 +654,37 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
 
 
 _NO_KWARGS: dict = {}
+
+
+def _scalar_binary(ufunc: Any, a: Any, b: Any) -> Dual | None:
+    """``ufunc(a, b)`` for scalars with one direction (or plain numbers), else ``None``."""
+    ta, tb = type(a), type(b)
+    if ta is Dual:
+        if a._d is None:
+            return None
+        tag = a.tag
+        if tb is Dual:
+            if b._d is None or b.tag is not tag:
+                return None
+        elif tb not in _PLAIN_SCALARS:
+            return None
+    elif ta in _PLAIN_SCALARS and tb is Dual and b._d is not None:
+        tag = b.tag
+    else:
+        return None
+    sr = _SCALAR_UFUNC.get(ufunc)
+    if sr is None:
+        return None
+    va = a.value if ta is Dual else a
+    vb = b.value if tb is Dual else b
+    y = ufunc(va, vb)
+    da, db = sr[1](va, vb, y)
+    d: Any = 0.0
+    if ta is Dual and da is not None:
+        d = da * a._d
+    if tb is Dual and db is not None:
+        d = d + db * b._d
+    return _new_scalar(y, d, tag)
 
 
 def _strip_tag(x: Any, tag: Tag | None) -> Any:
