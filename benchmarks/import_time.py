@@ -107,7 +107,7 @@ def _json(out):
 def run(quick: bool = False):
     """Import and first-use rows."""
     bench = Bench("import_time")
-    reps = 1 if quick else 7
+    reps = 1 if quick else 5
     imports = [
         ("python -c pass", REFERENCE, "pass", None),
         ("import numpy", BASELINE, "import numpy", None),
@@ -126,7 +126,7 @@ def run(quick: bool = False):
             try:
                 if not (quick and kind == PEER):
                     _run(code)  # writes bytecode caches, warms the file cache
-                n = 1 if quick and kind == PEER else reps
+                n = (1 if quick else 3) if kind == PEER else reps
                 row.times = _timing([_run(code)[0] for _ in range(n)])
             except Exception as exc:
                 row.error = short_error(exc)
@@ -153,7 +153,7 @@ def run(quick: bool = False):
             with tempfile.TemporaryDirectory() as cache:
                 if reuse:
                     _run(FIRST_KERNEL, _cache_env(cache), args=(backend,))
-                for i in range(reps if reuse else max(1, reps // 2)):
+                for i in range(max(1, reps - 2) if reuse else max(1, reps // 2)):
                     sub = cache if reuse else os.path.join(cache, str(i))
                     res = _json(_run(FIRST_KERNEL, _cache_env(sub), args=(backend,))[1])
                     if "skip" in res:

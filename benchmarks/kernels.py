@@ -215,7 +215,7 @@ def run(quick: bool = False):
                         check=check,
                         series=method,
                         panel=f"{op}, k={k}",
-                        budget=1.0,
+                        budget=0.5,
                         context=None if backend is None else (lambda b=backend: backend_switch(b)),
                     )
     return bench.rows
