@@ -384,7 +384,7 @@ class _Builder:
         i = self.pick()
         shape = self.values[i].shape
         j = self.pick(lambda v: _broadcasts(v.shape, shape))
-        cshape = self.broadcast_partner_shape(shape)
+        cshape = self.broadcast_partner_shape(np.broadcast_shapes(shape, self.values[j].shape))
         seed = self.draw(st.integers(0, 2 ** 32 - 1))
         cond = np.random.default_rng(seed).random(cshape) < 0.5
         return self.add(f"np.where({_fmt(cond)}, {self.name(i)}, {self.name(j)})",
@@ -439,8 +439,8 @@ class _Builder:
                             lambda env: np.broadcast_to(env[i], shape), kind)
         if kind == "sort":
             axis = self.axis_of(v, allow_none=False) if nd else None
-            if axis is None:
-                return False
+            if axis is None or np.any(np.diff(np.sort(v, axis=axis), axis=axis) < 1e-3):
+                return False  # ties: sort is not differentiable there (any order is right)
             return self.add(f"np.sort({self.name(i)}, axis={axis})",
                             lambda env: np.sort(env[i], axis=axis), kind)
         if kind == "take":
