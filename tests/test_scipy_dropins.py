@@ -54,7 +54,7 @@ def rosen(x, scale):
 @pytest.mark.parametrize("method", ["trust-exact", "trust-ncg", "Newton-CG"])
 def test_minimize_with_grad_and_hessian(method):
     x0 = np.array([-1.2, 1.0, 0.8])
-    res = scipy_optimize.minimize(rosen, x0, args=(2.0,), method=method,
+    res = scipy_optimize.minimize(rosen, x0, args=(2.0,), method=method, tol=1e-10,
                                   jac=ad.grad(rosen), hess=ad.hessian(rosen))
     assert res.success, res.message
     np.testing.assert_allclose(res.x, np.ones(3), atol=1e-5)
