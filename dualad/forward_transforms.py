@@ -344,12 +344,17 @@ def _seed_block(n: int, start: int, width: int) -> np.ndarray:
 
 def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, kwargs: dict,
                     chunk: int | None, fname: str) -> Any:
-    """The forward Jacobian w.r.t. one float64 array argument (the common case)."""
+    """The forward Jacobian w.r.t. one float64 array argument (the common case).
+
+    Each pass's partials are written straight into the result (no list of blocks: holding
+    them all would touch twice the memory).
+    """
     n = x.size
     shape = x.shape
     width = choose_chunk(n, chunk)
     call = list(args)
-    blocks: list[Any] = []
+    jac: Any = None  # out_shape + (n,), once the first pass gave plain partials
+    blocks: list[Any] = []  # otherwise (partials traced by an outer differentiation)
     widths: list[int] = []
     out_shape: tuple[int, ...] = ()
     for start in range(0, n, width):
@@ -376,8 +381,19 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
             if type(p) is np.ndarray:
                 return p if len(shape) == 1 else p.reshape(out_shape + shape)
             return _result_leaf(np.reshape(p, out_shape + shape))
-        blocks.append(p)
-        widths.append(w)
+        if start == 0 and type(p) is np.ndarray:
+            jac = np.empty(out_shape + (n,))
+        if jac is not None and (p is None or type(p) is np.ndarray):
+            jac[..., start:start + w] = 0.0 if p is None else p
+        else:
+            if jac is not None:  # traced partials after plain ones: keep what was written
+                blocks.append(jac[..., :start])
+                widths.append(start)
+                jac = None
+            blocks.append(p)
+            widths.append(w)
+    if jac is not None:
+        return jac if len(shape) == 1 else jac.reshape(out_shape + shape)
     return _result_leaf(np.reshape(_assemble(blocks, widths, out_shape, n), out_shape + shape))
 
 
