@@ -111,6 +111,8 @@ class AbstractNode(Traced, NumpyOverloads):
         return node
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        if kwargs and any(isinstance(v, AbstractNode) for v in kwargs.values()):
+            args, kwargs = _traced_keywords_positional(func, args, kwargs)
         hook = _FUNCTION_HOOKS.get(func)
         if hook is not None:
             result = hook(func, args, kwargs)
@@ -299,6 +301,63 @@ _IN_PLACE = {np.copyto, np.put, np.put_along_axis, np.fill_diagonal}
 def register_function_hook(func: Any, handler: Any) -> None:
     """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes."""
     _FUNCTION_HOOKS[func] = handler
+
+
+# Keyword-only parameters that stand for positional ones (np.clip's min= is a_min).
+_KEYWORD_ALIASES: dict[Any, dict[str, str]] = {np.clip: {"min": "a_min", "max": "a_max"}}
+_SIGNATURES: dict[Any, Any] = {}
+
+
+def _traced_keywords_positional(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Move graph nodes passed by keyword to their positional slots.
+
+    Gradient rules return one gradient per *positional* argument, so a node passed by
+    keyword (``np.diff(x, prepend=y)``) would get none; it is passed positionally instead
+    (missing earlier parameters take their defaults), or refused with a clear error.
+    """
+    import inspect
+
+    params = _SIGNATURES.get(func)
+    if params is None:
+        try:
+            params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        _SIGNATURES[func] = params
+    aliases = _KEYWORD_ALIASES.get(func, {})
+    kwargs = {aliases.get(k, k): v for k, v in kwargs.items()}
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    args = list(args)
+    for name, v in list(kwargs.items()):
+        if not isinstance(v, AbstractNode):
+            continue
+        if name not in names:
+            if any(p.kind == p.VAR_POSITIONAL for p in params) or not params:
+                continue  # e.g. np.einsum(..., out=): not a differentiable input
+            raise TypeError(
+                f"dualad: np.{getattr(func, '__name__', func)}(..., {name}=<traced value>): "
+                f"a traced value passed by this keyword would get no gradient; pass it "
+                f"positionally."
+            )
+        index = names.index(name)
+        while len(args) < index:  # fill earlier slots: given keywords, else defaults
+            slot = names[len(args)]
+            if slot in kwargs:
+                args.append(kwargs.pop(slot))
+                continue
+            default = positional[len(args)].default
+            if default is inspect.Parameter.empty:
+                break
+            args.append(default)
+        if len(args) == index and name in kwargs:
+            args.append(kwargs.pop(name))
+    while len(args) < len(names) and names[len(args)] in kwargs:  # following keywords
+        args.append(kwargs.pop(names[len(args)]))
+    if func is np.clip:  # numpy wants both bounds once one is positional
+        args = [None if a is np._NoValue else a for a in args] + [None] * (3 - len(args))
+    return tuple(args), kwargs
 
 
 # Operator types known to have a gradient rule (checked once per type when recording).

@@ -237,3 +237,46 @@ def gather_tangent(p: Any, index: np.ndarray) -> Any:
         return flat[index]
     out = flat[np.where(valid, index, 0)]
     return out * valid[..., None]
+
+
+# -- functions written as compositions of numpy calls -------------------------------------
+
+
+def composite_rules(func: Any, impl: Callable[..., Any],
+                    positions: Callable[[tuple, dict], list[int]]) -> None:
+    """Rules for ``func`` from ``impl``: the same function written with numpy calls that
+    have rules of their own.
+
+    The tangent is ``impl`` applied to the Duals; the gradient is the pullback of ``impl``
+    (a reverse pass of its own inside the rule, so higher derivatives work). ``positions
+    (args, kwargs)`` lists the positional arguments that are differentiable.
+    """
+    from ..forward_transforms import jvp as _jvp  # noqa: F401  (forward mode is loaded)
+    from ..transforms import vjp
+
+    def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+        chosen = [i for i in positions(args, kwargs) if i < len(args)]
+
+        def partial(*xs: Any) -> Any:
+            full = list(args)
+            for i, x in zip(chosen, xs):
+                full[i] = x
+            return impl(*full, **kwargs)
+
+        _, pullback = vjp(partial, *[args[i] for i in chosen])
+        grads = pullback(grad)
+        result: list[Any] = [None] * len(args)
+        for i, g in zip(chosen, grads):
+            result[i] = g
+        return tuple(result)
+
+    def tangent_impl(*args: Any, **kwargs: Any) -> Any:
+        from ..dual import innermost_tag
+
+        if innermost_tag(list(args) + list(kwargs.values())) is None:
+            return func(*args, **kwargs)
+        return impl(*args, **kwargs)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{func.__name__}"
+    gradient_rule(func)(grad_impl)
+    tangent_rule(func, duals="any")(tangent_impl)
