@@ -224,7 +224,8 @@ def test_kernel_files_are_written_to_the_cache_directory(tmp_path, monkeypatch):
     assert kernel_cache_directory() == tmp_path
     from dualad.rule_generator import _import_kernel_module
 
-    source = get_rule(np.negative).kernel_source
+    # A source of its own, so no module imported earlier in the session is reused.
+    source = get_rule(np.negative).kernel_source + f"\n# written for {tmp_path.name}\n"
     module = _import_kernel_module(source)
     assert module.__file__.startswith(str(tmp_path))
     assert open(module.__file__).read() == source
