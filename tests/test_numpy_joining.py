@@ -57,6 +57,16 @@ def test_splits_every_piece(name):
     check(lambda x: f(x)[0] * 2.0 if n == 1 else np.sum(f(x)[0]) + np.sum(f(x)[-1] ** 2), x)
 
 
+def test_block_nested_lists():
+    check(lambda a, b: np.block([[a, 2 * a], [b, a]]), rand(2, 2), rand(2, 2))
+    check(lambda a: np.block([a, a[::-1]]), rand(3))
+    check(lambda a: np.block([[a[0]], [np.ones(2)]]), rand(2, 2))
+    check(lambda a: np.block([[[a]]]), rand(2))
+    out, tangent = ad.jvp(lambda a: np.block([[a, a]]), (a := rand(2, 2),), (np.ones((2, 2)),))
+    np.testing.assert_array_equal(out, np.block([[a, a]]))
+    np.testing.assert_array_equal(tangent, np.ones((2, 4)))
+
+
 def test_tuple_and_list_arguments():
     def f(pair, lst):
         a, b = pair

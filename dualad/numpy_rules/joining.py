@@ -6,7 +6,8 @@ live in :mod:`dualad.numpy_rules.tangents_core`). The other joins (``hstack``, `
 ``hsplit``, ``vsplit``, ``dsplit``, ``unstack``) use an index map: the function applied
 to the flat positions of its inputs says where each output entry comes from. A split
 returns a list of arrays; its gradient receives one gradient per piece (zeros for
-pieces that were not used).
+pieces that were not used). ``np.block`` is traced through as the concatenations it
+stands for.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..dual import Dual, innermost_tag
+from ..nodes import register_function_hook
 from ..numpy_bridge import shape_of
 from ._signatures import bind
 from ._support import (
@@ -196,3 +198,61 @@ for _f in (np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit):
     split_rules(_f)
 if hasattr(np, "unstack"):
     split_rules(np.unstack)
+
+
+# -- np.block: nested concatenations ----------------------------------------------------------
+
+
+def _block_depth(arrays: Any) -> int:
+    depth, item = 0, arrays
+    while type(item) is list:
+        depth += 1
+        if not item:
+            break
+        item = item[0]
+    return depth
+
+
+def block(arrays: Any) -> Any:
+    """``np.block(arrays)`` written as concatenations (so it differentiates in both modes).
+
+    Example:
+        >>> import numpy as np
+        >>> block([[np.ones((1, 1)), np.zeros((1, 2))], [np.zeros((1, 1)), np.ones((1, 2))]])
+        array([[1., 0., 0.],
+               [0., 1., 1.]])
+    """
+    depth = _block_depth(arrays)
+    leaves = []
+    stack = [arrays]
+    while stack:
+        item = stack.pop()
+        if type(item) is list:
+            stack.extend(item)
+        else:
+            leaves.append(item)
+    ndim = max([depth] + [len(shape_of(x)) for x in leaves])
+    # build bottom-up without recursion: (item, depth, parent list, slot)
+    root: list[Any] = [None]
+    work: list[tuple[Any, int, list[Any], int, bool]] = [(arrays, 0, root, 0, False)]
+    while work:
+        item, level, parent, slot, done = work.pop()
+        if type(item) is list and not done:
+            children: list[Any] = [None] * len(item)
+            work.append((children, level, parent, slot, True))
+            for i, child in enumerate(item):
+                work.append((child, level + 1, children, i, False))
+        elif done:
+            parent[slot] = np.concatenate(item, axis=-(depth - level))
+        else:
+            shape = shape_of(item)
+            parent[slot] = np.reshape(item, (1,) * (ndim - len(shape)) + tuple(shape))
+    return root[0]
+
+
+def _block_hook(func: Any, args: tuple, kwargs: dict) -> Any:
+    return block(*args, **kwargs)
+
+
+register_function_hook(np.block, _block_hook)
+tangent_rule(np.block, duals="any")(block)
