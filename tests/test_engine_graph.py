@@ -306,9 +306,14 @@ def test_custom_operator_subclass_without_f_is_called_regression():
 def test_dispatch_tables_stay_faithful_after_every_rule_is_registered():
     import dualad.rule_generator as rg
 
-    pytest.importorskip("scipy.special")
-    rg.load_deferred_tables()           # the scipy.special table too
-    assert {"sin", "tanh", "erf", "gammaln"} <= {r.name for r in rg.rules()}
+    try:
+        import scipy.special  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        rg.load_deferred_tables()       # the scipy.special table too
+        assert {"erf", "gammaln"} <= {r.name for r in rg.rules()}
+    assert {"sin", "tanh", "power"} <= {r.name for r in rg.rules()}
     assert ad.gradient._resolver.is_faithful
     assert ad.forward._resolver.is_faithful
     assert ad.backward._resolver.is_faithful
