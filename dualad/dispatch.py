@@ -115,7 +115,11 @@ def gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any):
 def forward(op: Operator, *args: Any, **kwargs: Any):
     """Evaluate ``op(*args, **kwargs)``; tangent rules are methods of this for ``Dual`` arguments."""
     for a in args:
-        if getattr(a, "_needs_tangent_rule", False):
+        t = type(a)
+        needs = _NEEDS_TANGENT_RULE.get(t)
+        if needs is None:
+            needs = _NEEDS_TANGENT_RULE[t] = bool(getattr(t, "_needs_tangent_rule", False))
+        if needs:
             # the Dual decides: a result without derivative (np.shape, np.argmax) is fine
             return type(a)._without_tangent_rule(op, args, kwargs)
     # Method[f] / Broadcasted[f] call f directly; a custom Operator subclass is called.
