@@ -9,7 +9,7 @@ import dualad as ad
 @pytest.mark.parametrize("f", [
     lambda x: np.linalg.eigvals(x).real,
     lambda x: np.convolve(x[0], x[1]),
-    lambda x: np.interp(0.5, [0.0, 1.0], x[0, :2]),
+    lambda x: np.correlate(x[0], x[1], "full"),
 ])
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
 def test_functions_without_rules_raise_at_call_time(f, mode):
