@@ -224,11 +224,24 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
 def _jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
                       kwargs: dict, fname: str) -> list[Any]:
     inputs = _Inputs(args, nums, fname)
-    out = lift_object_array(f(*inputs.args, **kwargs))
+    out = f(*inputs.args, **kwargs)
     _check_output(out, fname)
+    out_leaves, out_spec = tree_flatten(out)
+    in_shapes = [[shape_of(v.value) for v in vs] for vs in inputs.variables]
+    # per output leaf, per differentiated argument: the Jacobian leaves
+    blocks = [_jacobian_blocks(lift_object_array(o), inputs, in_shapes) for o in out_leaves]
+    results = []
+    for a, spec in enumerate(inputs.specs):
+        per_out = [tree_unflatten(spec, block[a]) for block in blocks]
+        results.append(tree_unflatten(out_spec, per_out))
+    return results
+
+
+def _jacobian_blocks(out: Any, inputs: _Inputs, in_shapes: list[list[tuple[int, ...]]]
+                     ) -> list[list[Any]]:
+    """The Jacobian of one output leaf w.r.t. every input leaf, one backward pass per entry."""
     level = inputs.level
     out_shape = shape_of(out)
-    in_shapes = [[shape_of(v.value) for v in vs] for vs in inputs.variables]
     rows: list[list[list[Any]]] = [[[] for _ in vs] for vs in inputs.variables]
     n_out = int(np.prod(out_shape, dtype=np.int64))
     traced = isinstance(out, AbstractNode) and out.level == level
@@ -243,8 +256,8 @@ def _jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
             for j, v in enumerate(vs):
                 g = leaf_grads.get(id(v))
                 rows[a][j].append(np.zeros(in_shapes[a][j]) if g is None else g)
-    results = []
-    for a, spec in enumerate(inputs.specs):
+    blocks = []
+    for a in range(len(inputs.variables)):
         leaves = []
         for j, shape in enumerate(in_shapes[a]):
             if n_out == 0:
@@ -253,8 +266,8 @@ def _jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
             stacked = np.stack([np.broadcast_to(r, shape) if not isinstance(r, Traced) else r
                                 for r in rows[a][j]])
             leaves.append(to_user(np.reshape(stacked, out_shape + shape)))
-        results.append(tree_unflatten(spec, leaves))
-    return results
+        blocks.append(leaves)
+    return blocks
 
 
 def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",

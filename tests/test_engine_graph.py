@@ -429,3 +429,25 @@ def test_user_tangent_rule_replaces_a_built_in_one():
         assert calls == ["cos"]
     finally:
         _reregister_table_rule(np.cos)
+
+
+def test_reverse_jacobian_of_a_tree_output_failed_regression():
+    """jacobian(mode="reverse") of a function returning a tuple failed inside np.stack
+    ("inhomogeneous shape") while forward mode returned the output's structure."""
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+
+    def f(a, b):
+        return {"p": a * b, "q": [np.sum(np.sin(a)), b * b]}
+
+    rev = ad.jacobian(f, argnums=(0, 1), mode="reverse")(x, 2.0)
+    fwd = ad.jacobian(f, argnums=(0, 1), mode="forward")(x, 2.0)
+    for r, w in zip(rev, fwd):
+        assert set(r) == {"p", "q"} and isinstance(r["q"], list)
+        np.testing.assert_allclose(r["p"], w["p"])
+        np.testing.assert_allclose(r["q"][0], w["q"][0])
+        np.testing.assert_allclose(r["q"][1], w["q"][1])
+    np.testing.assert_allclose(rev[0]["p"], 2.0 * np.eye(4).reshape(2, 2, 2, 2))
+    np.testing.assert_allclose(rev[0]["q"][0], np.cos(x))
+    assert float(rev[1]["q"][1]) == 4.0
+    pair = ad.jacobian(lambda a: (a * 2.0, np.sum(a)), mode="reverse")(x)
+    assert isinstance(pair, tuple) and pair[0].shape == (2, 2, 2, 2) and pair[1].shape == (2, 2)
