@@ -544,3 +544,13 @@ def test_forward_jacobian_seed_cache_corrupted_by_an_input_write_regression():
         np.testing.assert_array_equal(jac, np.diag([0.0, 16.0, 24.0]))
     np.testing.assert_array_equal(ad.jacobian(lambda x: x * 1.0, mode="forward")(np.ones(3)),
                                   np.eye(3))
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_zero_size_inputs_give_empty_jacobians_of_the_right_shape(mode):
+    jac = ad.jacobian(lambda a: a * 2.0, mode=mode)(np.ones(0))
+    assert jac.shape == (0, 0)
+    jac = ad.jacobian(lambda a: np.sum(a) + np.ones(3), mode=mode)(np.ones((0, 2)))
+    assert jac.shape == (3, 0, 2)
+    np.testing.assert_array_equal(ad.grad(lambda a: np.sum(a * a))(np.ones((2, 0))),
+                                  np.ones((2, 0)))
