@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -147,6 +148,19 @@ def _check_shape(op: Any, index: int, g: Any, arg_value: Any) -> None:
         )
 
 
+_NEEDS = threading.local()
+
+
+def gradients_needed() -> list[bool] | None:
+    """Inside a gradient rule run by the reverse pass: which positional arguments need a
+    gradient (the others are constants, and the rule may return None for them without
+    computing anything); None when the rule is called some other way.
+
+    Read it first thing in the rule (a rule that runs a reverse pass of its own resets it).
+    """
+    return getattr(_NEEDS, "value", None)
+
+
 def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
     """Propagate ``{id(node): (node, seed)}`` back; returns ``{id(leaf): gradient}``.
 
@@ -170,17 +184,21 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
         level = node.level
         args = node.args
         values = []
+        needs = []
         needed = False
         for a in args:
             if isinstance(a, AbstractNode) and a.level == level:
                 values.append(a._primal())
+                needs.append(True)
                 needed = True
             elif type(a) in (list, tuple):
                 values.append(primal_at(a, level))
-                needed = needed or any(isinstance(b, AbstractNode) and b.level == level
-                                       for b in a)
+                some = any(isinstance(b, AbstractNode) and b.level == level for b in a)
+                needs.append(some)
+                needed = needed or some
             else:
                 values.append(a)
+                needs.append(False)
         if not needed and not any(isinstance(v, AbstractNode) and v.level == level
                                   for v in node.kwargs.values()):
             continue
@@ -188,11 +206,15 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
         output = node.output
         if type(output) in (tuple, list) or isinstance(output, tuple):
             g = _with_zeros(g, output)
-        if node.kwargs:
-            kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}
-            result = call_rule(gradient, op, g, output, *values, **kw)
-        else:
-            result = call_rule(gradient, op, g, output, *values)
+        _NEEDS.value = needs
+        try:
+            if node.kwargs:
+                kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}
+                result = call_rule(gradient, op, g, output, *values, **kw)
+            else:
+                result = call_rule(gradient, op, g, output, *values)
+        finally:
+            _NEEDS.value = None
         if type(result) is not tuple or len(result) != len(values):
             _check_rule_result(node, result, values)
         for i, r in enumerate(result):

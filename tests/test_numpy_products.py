@@ -164,3 +164,29 @@ def test_matmul_random_batch_shapes(shapes, n, m, k, vec):
     check(np.matmul, rand(*sa), rand(*sb))
     check(lambda a, b: np.einsum("...ij,...jk->...ik", a, b) if vec == "none" else a @ b,
           rand(*sa), rand(*sb))
+
+
+def test_rules_learn_which_arguments_need_gradients():
+    from dualad.backward_pass import gradients_needed
+
+    seen = []
+
+    def scale(a, b):
+        return a * b
+
+    scale = ad.primitive(scale)
+
+    @ad.gradient.dispatch
+    def gradient(op: ad.Method[scale], grad, output, a, b):
+        seen.append(gradients_needed())
+        return grad * b, grad * a
+
+    a, b = rand(3), rand(3)
+    ad.grad(lambda a: np.sum(scale(a, b)))(a)
+    ad.grad(lambda a, b: np.sum(scale(a, b)), argnums=(0, 1))(a, b)
+    assert seen == [[True, False], [True, True]]
+    assert gradients_needed() is None
+    # a constant operand of matmul is skipped; the other gradient is unchanged
+    w = rand(3, 2)
+    np.testing.assert_allclose(ad.grad(lambda w: np.sum(np.ones((4, 3)) @ w))(w),
+                               np.full((3, 2), 4.0))

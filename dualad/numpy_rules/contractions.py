@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backward_pass import gradients_needed
 from ..dual import Dual, innermost_tag
 from ..numpy_bridge import shape_of
 from ._support import add_terms, dual_or_value, gradient_rule, split_duals, tangent_rule
@@ -187,11 +188,13 @@ _EINSUM_CONFIG = ("out", "dtype", "order", "casting", "optimize")
 
 @gradient_rule(np.einsum)
 def _einsum_gradient(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+    needs = gradients_needed()
     subscripts, operands, positions = split_einsum_args(args)
     specs, out = parse_einsum(subscripts, operands)
     result: list[Any] = [None] * len(args)
     for i, pos in enumerate(positions):
-        result[pos] = einsum_operand_gradient(specs, out, grad, operands, i)
+        if needs is None or needs[pos]:
+            result[pos] = einsum_operand_gradient(specs, out, grad, operands, i)
     return tuple(result)
 
 
@@ -249,16 +252,20 @@ class Contraction:
             return np.reshape(g, shape)
         return np.moveaxis(g, step[2], step[1])
 
-    def gradients(self, grad: Any, operands: Sequence[Any]) -> list[Any]:
-        """One gradient per operand (shaped like the original operands)."""
+    def gradients(self, grad: Any, operands: Sequence[Any],
+                  wanted: Sequence[bool] | None = None) -> list[Any]:
+        """One gradient per operand (shaped like the original operands; None if unwanted)."""
         ops = [self._prep(i, x, len(shape_of(x))) for i, x in enumerate(operands)]
         ops += self.constants
         if self.result_move is not None:
             grad = np.moveaxis(grad, self.result_move[1], self.result_move[0])
         if self.result_shape is not None:
             grad = np.reshape(grad, self._einsum_shape(ops))
-        out = []
+        out: list[Any] = []
         for i, x in enumerate(operands):
+            if wanted is not None and not wanted[i]:
+                out.append(None)
+                continue
             g = einsum_operand_gradient(self.specs, self.out, grad, ops, i)
             out.append(self._unprep(i, g, tuple(shape_of(x))))
         return out
@@ -302,8 +309,10 @@ def contraction_rules(funcs: Sequence[Any], build: Callable[..., tuple[Contracti
     """
 
     def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+        needs = gradients_needed()
         con, positions = build(*args, **kwargs)
-        grads = con.gradients(grad, [args[p] for p in positions])
+        wanted = None if needs is None else [needs[p] for p in positions]
+        grads = con.gradients(grad, [args[p] for p in positions], wanted)
         result: list[Any] = [None] * len(args)
         for p, g in zip(positions, grads):
             result[p] = g

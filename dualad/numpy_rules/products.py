@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backward_pass import gradients_needed
 from ..dispatch import gradient
 from ..dual import innermost_tag
 from ..numpy_bridge import shape_of
@@ -52,8 +53,19 @@ def _mT(x: Any) -> Any:
     return np.swapaxes(x, -1, -2)
 
 
-def matmul_gradients(grad: Any, a: Any, b: Any) -> tuple[Any, Any]:
-    """Gradients of ``a @ b`` for 1-D, 2-D and batched (broadcast) operands."""
+def matmul_gradients(grad: Any, a: Any, b: Any,
+                     needs: list[bool] | None = None) -> tuple[Any, Any]:
+    """Gradients of ``a @ b`` for 1-D, 2-D and batched (broadcast) operands.
+
+    ``needs`` (from :func:`~dualad.backward_pass.gradients_needed`) skips constants.
+    """
+    if needs is not None and not (needs[0] and needs[1]):
+        ga = gb = None
+        if needs[0]:
+            ga = _matmul_left(grad, a, b)
+        if needs[1]:
+            gb = _matmul_right(grad, a, b)
+        return ga, gb
     if type(a) is np.ndarray and type(b) is np.ndarray and type(grad) is np.ndarray \
             and a.ndim == 2 and b.ndim == 2:  # the common case, without helper calls
         return grad @ b.T, a.T @ grad
@@ -71,12 +83,29 @@ def matmul_gradients(grad: Any, a: Any, b: Any) -> tuple[Any, Any]:
     return unbroadcast(np.matmul(grad, _mT(b)), sa), unbroadcast(np.matmul(_mT(a), grad), sb)
 
 
+def _matmul_left(grad: Any, a: Any, b: Any) -> Any:
+    """The gradient of ``a @ b`` w.r.t. ``a`` alone."""
+    if type(b) is np.ndarray and type(grad) is np.ndarray and b.ndim == 2 and \
+            np.ndim(a) == 2:
+        return grad @ b.T
+    return matmul_gradients(grad, a, b)[0]
+
+
+def _matmul_right(grad: Any, a: Any, b: Any) -> Any:
+    """The gradient of ``a @ b`` w.r.t. ``b`` alone."""
+    if type(a) is np.ndarray and type(grad) is np.ndarray and a.ndim == 2 and \
+            np.ndim(b) == 2:
+        return a.T @ grad
+    return matmul_gradients(grad, a, b)[1]
+
+
 @gradient_rule(np.matmul, np.linalg.matmul)
 def _matmul(grad: Any, output: Any, a: Any, b: Any, **kwargs: Any) -> tuple:
+    needs = gradients_needed()
     if kwargs.get("axes") is not None or kwargs.get("axis") is not None:
         raise NotImplementedError("dualad: np.matmul(..., axes=) is not differentiable yet; "
                                   "move the axes with np.moveaxis first.")
-    return matmul_gradients(grad, a, b)
+    return matmul_gradients(grad, a, b, needs)
 
 
 @tangent_rule(np.linalg.matmul, duals=(0, 1))
@@ -107,9 +136,10 @@ def _dot_contraction(a: Any, b: Any, out: Any = None) -> tuple[Contraction, list
 
 @gradient.dispatch
 def _dot(op: Method[np.dot], grad: Any, output: Any, a: Any, b: Any, *args: Any):
+    needs = gradients_needed()
     na, nb = ndim_of(a), ndim_of(b)
     if 0 < nb <= 2 and na > 0:
-        return matmul_gradients(grad, a, b) + (None,) * len(args)
+        return matmul_gradients(grad, a, b, needs) + (None,) * len(args)
     con, _ = _dot_contraction(a, b)
     return tuple(con.gradients(grad, [a, b])) + (None,) * len(args)
 
