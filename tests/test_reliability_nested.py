@@ -201,3 +201,24 @@ def test_shape_queries_and_constant_arrays_inside_nested_transforms():
     np.testing.assert_array_equal(ad.jacobian(ad.grad(f), mode="forward")(x), np.zeros((2, 2)))
     np.testing.assert_array_equal(
         ad.grad(lambda t: ad.jvp(f, (t,), (np.ones(np.shape(t)),))[1])(x), [0.0, 0.0])
+
+
+@pytest.mark.parametrize("power", [np.power, np.float_power], ids=["power", "float_power"])
+def test_second_derivative_of_power_at_zero_exponent_regression(power):
+    """The rule d/dx x**p = where(p == 0, 0, p x**(p-1)) was constant on the p == 0 branch,
+    so the mixed derivative d2/dxdp = 1/x was lost: (x + a)**x had f''(0) = log(a)**2
+    instead of log(a)**2 + 2/a (found by the random-program Hessian property test)."""
+    a = 0.65
+    expected = np.log(a) ** 2 + 2 / a
+
+    def f(x):
+        return power(x + a, x)
+
+    assert float(ad.grad(ad.grad(f))(0.0)) == pytest.approx(expected, rel=1e-12)
+    assert float(ad.derivative(ad.derivative(f))(0.0)) == pytest.approx(expected, rel=1e-12)
+    assert float(ad.jacobian(ad.grad(f), mode="forward")(0.0)) == pytest.approx(expected,
+                                                                               rel=1e-12)
+    # the conventions at p == 0 and x == 0 are unchanged
+    assert float(ad.grad(lambda x: power(x, 0.0))(0.0)) == 0.0
+    assert float(ad.grad(lambda x: power(x, 0.5))(0.0)) == np.inf
+    assert float(ad.grad(lambda x: power(x, 3.0))(-2.0)) == 12.0
