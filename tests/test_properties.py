@@ -114,3 +114,37 @@ def test_grad_of_a_weighted_sum_matches_the_forward_jacobian(program):
     expected = np.tensordot(w, jac, axes=out.ndim)
     scale = 1.0 + np.max(np.abs(expected), initial=0.0)
     np.testing.assert_allclose(g, expected, rtol=1e-9, atol=1e-11 * scale)
+
+
+def check_second_derivatives(program):
+    """Hessians of a scalar reduction of the program: forward over reverse, reverse over
+    reverse and forward over forward agree, and match differences of the gradient."""
+    (x,) = program.inputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = np.asarray(program(x))
+        assume(np.all(np.isfinite(out)))
+        w = np.linspace(0.5, 1.5, out.size).reshape(out.shape)
+
+        def f(a):
+            return np.sum(program(a) * w)
+
+        grad = ad.grad(f)
+        h_fr = ad.jacobian(grad, mode="forward")(x)
+        h_rr = ad.jacobian(grad, mode="reverse")(x)
+        h_ff = ad.jacobian(lambda a: ad.jacobian(f, mode="forward")(a), mode="forward")(x)
+    scale = 1.0 + np.max(np.abs(h_fr), initial=0.0)
+    everywhere = np.ones(h_fr.shape, dtype=bool)
+    assert_close_where(h_rr, h_fr, everywhere, rtol=1e-8, atol=1e-10 * scale,
+                       what="reverse-over-reverse vs forward-over-reverse Hessian")
+    assert_close_where(h_ff, h_fr, everywhere, rtol=1e-8, atol=1e-10 * scale,
+                       what="forward-over-forward vs forward-over-reverse Hessian")
+    numeric, ok = reliable_differences(grad, (x,), 0)
+    assert_close_where(h_fr, numeric, ok, rtol=1e-4, atol=1e-5 * scale,
+                       what="Hessian vs finite differences of the gradient")
+
+
+@given(programs(max_ops=6, max_inputs=1))
+def test_second_derivatives_of_random_programs(program):
+    note(repr(program))
+    check_second_derivatives(program)
