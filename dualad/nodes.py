@@ -378,9 +378,29 @@ def _require_gradient_rule(op: Operator, out: Any, values: tuple) -> None:
         method = gradient._f
     except plum.AmbiguousLookupError:
         method = None
+    if method is not None and _is_fallback(gradient, method):
+        from .rule_generator import load_deferred_tables
+
+        if load_deferred_tables():  # e.g. scipy.special's table, imported after dualad
+            _require_gradient_rule(op, out, values)
+            return
+        method = gradient._f
     if method is gradient._f:
         raise MissingRuleError(missing_rule_message(op, values, "reverse"))
     _HAS_GRADIENT.add(type(op))
+
+
+def _is_fallback(function: Any, method: Any) -> bool:
+    """Whether ``method`` is one of dualad's catch-all methods for a whole operator family
+    (such a method only raises, after trying to load deferred rules tables)."""
+    if getattr(method, "__module__", None) != "dualad.rule_generator":
+        return False
+    from .operators import Broadcasted
+
+    for m in function.methods:
+        if m.implementation is method:
+            return m.signature.types[0] in (Operator, Broadcasted, Method)
+    return False
 
 
 def primal_at(x: Any, level: int) -> Any:
