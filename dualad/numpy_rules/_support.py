@@ -208,14 +208,23 @@ def index_map(func: Callable[..., Any], shape: tuple[int, ...], *args: Any,
     return np.asarray(func(np.arange(size, dtype=np.intp).reshape(shape), *args, **kwargs))
 
 
-def gather_gradient(grad: Any, index: np.ndarray, shape: tuple[int, ...]) -> Any:
-    """The gradient of ``out = x.flat[index]`` (``-1`` entries are constants) w.r.t. ``x``."""
+def gather_gradient(grad: Any, index: np.ndarray, shape: tuple[int, ...],
+                    permutation: bool = False) -> Any:
+    """The gradient of ``out = x.flat[index]`` (``-1`` entries are constants) w.r.t. ``x``.
+
+    ``permutation``: ``index`` uses every entry exactly once (sort), so the gradient is a
+    gather with the inverse permutation instead of a scatter-add.
+    """
     from .indexing import index_add
 
     size = int(np.prod(shape, dtype=np.int64))
     index = np.asarray(index)
     if index.size == 0 or size == 0:
         return np.zeros(shape)
+    if permutation:
+        inverse = np.empty(size, dtype=np.intp)
+        inverse[index.reshape(-1)] = np.arange(size, dtype=np.intp)
+        return np.reshape(np.reshape(grad, (-1,))[inverse], shape)
     valid = index >= 0
     if valid.all():
         flat = index_add(np.reshape(grad, (-1,)), index.reshape(-1), (size,))

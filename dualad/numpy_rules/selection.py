@@ -221,8 +221,8 @@ def _compress_map(condition: Any, x: Any, axis: Any = None, out: Any = None) -> 
 
 index_map_rules(np.take, _take_map)
 index_map_rules(np.take_along_axis, _take_along_axis_map)
-index_map_rules(np.sort, _sort_map)
-index_map_rules(np.partition, _partition_map, tangent=False)
+index_map_rules(np.sort, _sort_map, permutation=True)
+index_map_rules(np.partition, _partition_map, tangent=False, permutation=True)
 
 
 @tangent_rule(np.partition)

@@ -270,7 +270,7 @@ def _roll(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
 
 
 def index_map_rules(func: Any, build: Any, name: str | None = None,
-                    tangent: bool = True) -> None:
+                    tangent: bool = True, permutation: bool = False) -> None:
     """Rules for a function that copies entries of its first argument.
 
     ``build(x, *args, **kwargs)`` returns the index map: for each output entry the flat
@@ -279,7 +279,7 @@ def index_map_rules(func: Any, build: Any, name: str | None = None,
 
     def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
         index = build(x, *args, **kwargs)
-        return (gather_gradient(grad, index, shape_of(x)),) + (None,) * len(args)
+        return (gather_gradient(grad, index, shape_of(x), permutation),) + (None,) * len(args)
 
     def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
         value = func(x.value, *args, **kwargs)
