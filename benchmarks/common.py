@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import statistics
 from dataclasses import dataclass, field
 
-from .timing import Timing, measure
+from .timing import Timing, measure, once
 
 # Method kinds: the baseline sets the ratio, "dualad" rows are ours, "peer" rows are
 # other AD libraries (the summary compares those with dualad), "reference" rows are
@@ -168,6 +169,50 @@ class Bench:
         status = row.error or f"{row.times.median:.4g} µs"
         print(f"  {self.name:14s} {case:22s} {method:30s} {status}", flush=True)
         return row
+
+    def time_interleaved(self, case, methods, *, repeat=3, size=None, check=None) -> list[Row]:
+        """Time long-running methods in rounds (one call of each per round).
+
+        ``methods`` holds ``(method, kind, make, peer_name)``. Interleaving spreads any
+        load from other processes over all methods alike. Each call is timed once.
+        """
+        rows, live = [], []  # live: (row, fn, samples) of methods that built and ran
+        for method, kind, make, peer_name in methods:
+            row = Row(self.name, case, method, kind, size=size)
+            rows.append(row)
+            if peer_name is not None and peer(peer_name) is None:
+                row.error = f"skipped: {peer_name} not installed"
+                continue
+            try:
+                fn = make()
+                result = fn()
+                if check is not None:
+                    row.extra.update(check(result))
+                live.append((row, fn, []))
+            except Skip as exc:
+                row.error = f"skipped: {exc}"
+            except Exception as exc:
+                row.error = short_error(exc)
+        for _ in range(repeat):
+            for row, fn, samples in live:
+                if row.error is None:
+                    try:
+                        samples.append(once(fn)[0])
+                    except Exception as exc:
+                        row.error = short_error(exc)
+        for row, _, samples in live:
+            if row.error is None and samples:
+                row.times = Timing(
+                    statistics.median(samples),
+                    min(samples),
+                    max(samples),
+                    1,
+                    len(samples),
+                    tuple(samples),
+                )
+        for row in rows:
+            self.add(row)
+        return rows
 
     def add(self, row: Row) -> Row:
         """Record a row built by hand."""

@@ -9,7 +9,8 @@ from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, require, require_d
 TITLE = "scipy.integrate.solve_ivp(method='BDF'): Jacobian sources"
 XLABEL = "states"
 DESCRIPTION = """
-Whole solve_ivp(method="BDF") wall time on the Robertson problem (3 states, t in
+Whole solve_ivp(method="BDF") wall time (the methods take turns, one solve each per
+round, so load from other processes falls on all of them alike) on the Robertson problem (3 states, t in
 [0, 1e5]) and the 1-D Brusselator (Hairer & Wanner: A = 1, B = 3, alpha = 1/50,
 Dirichlet ends; 200 grid points x 2 species = 400 states, t in [0, 10]), with
 jac=None (scipy's finite differences), jac=ad.ode_jacobian(f), jax.jit(jacfwd) and the
@@ -138,22 +139,20 @@ def run(quick: bool = False):
             jj = jax.jit(jax.jacfwd(fxp(jax.numpy), argnums=1))
             return lambda t, y: np.asarray(jj(t, y))
 
-        for method, kind, jac, peer_name in [
+        methods = [
             ("analytic jac", BASELINE, lambda ajac=ajac: ajac, None),
             ("jac=None (scipy FD)", REFERENCE, lambda: None, None),
             ("dualad ode_jacobian", DUALAD, dualad_jac, None),
             ("jax.jit(jacfwd)", PEER, jax_jac, "jax"),
-        ]:
-            bench.time(
-                case,
-                method,
-                kind,
-                lambda jac=jac, solve=solve: _bind(solve, jac()),
-                size=states,
-                check=check,
-                peer_name=peer_name,
-                number=1,
-                warmup=0,
-                repeat=3 if not quick else 2,
-            )
+        ]
+        bench.time_interleaved(
+            case,
+            [
+                (m, k, lambda jac=jac, solve=solve: _bind(solve, jac()), p)
+                for m, k, jac, p in methods
+            ],
+            repeat=2 if quick else 5,
+            size=states,
+            check=check,
+        )
     return bench.rows
