@@ -405,11 +405,14 @@ class _PythonWriter:
                 return f"_np.logical_and({self.emit(node.left)}, {self.emit(node.right)})"
             if isinstance(node.op, ast.BitOr):
                 return f"_np.logical_or({self.emit(node.left)}, {self.emit(node.right)})"
-            fn = _BINARY[type(node.op)][0]
-            return f"_np.{fn}({self.emit(node.left)}, {self.emit(node.right)})"
+            # Python operators: numpy's own semantics on arrays and numpy scalars (the
+            # arguments are made numpy scalars first), the operand's on traced values,
+            # and a tenth of a ufunc call's cost on scalars.
+            sym = _BINARY[type(node.op)][1]
+            return f"({self.emit(node.left)} {sym} {self.emit(node.right)})"
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
-                return f"_np.negative({self.emit(node.operand)})"
+                return f"(-{self.emit(node.operand)})"
             if isinstance(node.op, ast.Invert):
                 return f"_np.logical_not({self.emit(node.operand)})"
             return self.emit(node.operand)
@@ -446,8 +449,9 @@ def compile_derivatives(
     """A function ``derivatives(*args, y)`` returning one partial derivative per argument.
 
     Each result broadcasts against the output (a constant derivative is a scalar);
-    non-differentiable arguments give ``None``. Only numpy functions are called, so the
-    function also accepts graph nodes and dual numbers.
+    non-differentiable arguments give ``None``. Only numpy functions and arithmetic
+    operators are used (Python numbers become numpy scalars first), so the function also
+    accepts graph nodes and dual numbers.
 
     Example:
         >>> d = compile_derivatives(("x1", "x2"), ("x2", "x1"), name="multiply")
@@ -470,9 +474,16 @@ def compile_derivatives(
     results = [("None" if d.tree is None else writer.emit(d.tree)) for d in derivs]
     params = ", ".join([*arg_names, OUTPUT_NAME])
     fname = f"d_{_safe_identifier(name)}"
-    body = "\n".join(writer.lines + [f"    return ({''.join(r + ', ' for r in results)})"])
+    # Python numbers become numpy scalars, so operators follow numpy (1 / 0.0 is inf).
+    prologue = [
+        f"    if type({a}) in _PY_NUMBERS:\n        {a} = _f64({a})"
+        for a in (*arg_names, OUTPUT_NAME)
+    ]
+    body = "\n".join(prologue + writer.lines
+                     + [f"    return ({''.join(r + ', ' for r in results)})"])
     source = f"def {fname}({params}):\n{body}\n"
-    namespace: dict[str, Any] = {"_np": np, "_fn": _FN, "_inf": math.inf, "_nan": math.nan}
+    namespace: dict[str, Any] = {"_np": np, "_fn": _FN, "_inf": math.inf, "_nan": math.nan,
+                                 "_f64": np.float64, "_PY_NUMBERS": (float, int, bool)}
     exec(compile(source, f"<dualad rule {name}>", "exec"), namespace)  # noqa: S102
     fn = namespace[fname]
     fn.__doc__ = f"Partial derivatives of {name}: " + "; ".join(d.text for d in derivs)

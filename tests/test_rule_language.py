@@ -118,7 +118,7 @@ def test_common_subexpressions_are_computed_once():
     d = compile_derivatives(
         ("x1", "x2"), ("x2 / (x1 * x1 + x2 * x2)", "-x1 / (x1 * x1 + x2 * x2)"), name="atan2"
     )
-    assert d.source.count("_np.add(") == 1
+    assert d.source.count(" + ") == 1  # the shared denominator is computed once
     np.testing.assert_allclose(d(1.0, 2.0, 0.0), (0.4, -0.2))
 
 
@@ -127,8 +127,8 @@ def test_wrong_number_of_derivatives():
         compile_derivatives(("x1", "x2"), ("1",), name="f")
 
 
-class Recorder:
-    """A foreign array type: implements numpy's protocols and records what was called."""
+class Recorder(np.lib.mixins.NDArrayOperatorsMixin):
+    """A foreign array type: numpy's protocols (operators map to ufuncs); records calls."""
 
     calls: list = []
 
@@ -146,7 +146,7 @@ class Recorder:
         return Recorder(func(*vals, **kwargs))
 
 
-def test_compiled_functions_use_only_numpy_protocols():
+def test_compiled_functions_use_only_numpy_protocols_and_operators():
     Recorder.calls = []
     d = compile_derivatives(
         ("x",), ("where(x == 0, 0.5, cos(x) - y / x)",), name="probe"
