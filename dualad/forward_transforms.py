@@ -351,6 +351,12 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
     """
     n = x.size
     shape = x.shape
+    if n == 0:  # no directions: the Jacobian is empty, shaped by the output
+        out = lift_object_array(f(*args, **kwargs))
+        _check_output(out, fname)
+        if isinstance(out, (tuple, list, dict)):
+            return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
+        return np.zeros(shape_of(out) + shape)
     width = choose_chunk(n, chunk)
     call = list(args)
     jac: Any = None  # out_shape + (n,), once the first pass gave plain partials
