@@ -161,10 +161,12 @@ def gradients_needed() -> list[bool] | None:
     return getattr(_NEEDS, "value", None)
 
 
-def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
+def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
+                 leaves: dict[int, AbstractNode] | None = None) -> dict[int, Any]:
     """Propagate ``{id(node): (node, seed)}`` back; returns ``{id(leaf): gradient}``.
 
-    All seeded nodes must share one level. Leaves are Variables of that level.
+    All seeded nodes must share one level. Leaves are Variables of that level; when
+    ``leaves`` is given, the leaves reached are added to it as ``{id(leaf): leaf}``.
     """
     roots = [n for n, _ in seeds.values()]
     order = topological_order(roots)
@@ -180,6 +182,8 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
         if type(node) is not CachedNode and not isinstance(node, CachedNode):
             if isinstance(node, LeafNode):
                 leaf_grads[id(node)] = g
+                if leaves is not None:
+                    leaves[id(node)] = node
             continue
         level = node.level
         args = node.args
@@ -242,10 +246,10 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]]) -> dict[int, Any]:
 def backward(node: AbstractNode, seed: Any = None):  # noqa: F811
     """Reverse pass from ``node``; every reached ``Variable.grad`` accumulates."""
     seed = default_seed(node._primal()) if seed is None else _check_seed(node._primal(), seed)
-    order_leaves = {id(n): n for n in topological_order([node]) if isinstance(n, Variable)}
-    for key, g in reverse_pass({id(node): (node, seed)}).items():
-        leaf = order_leaves.get(key)
-        if leaf is not None:
+    leaves: dict[int, AbstractNode] = {}
+    for key, g in reverse_pass({id(node): (node, seed)}, leaves).items():
+        leaf = leaves[key]
+        if isinstance(leaf, Variable):
             leaf.grad = _accumulate(leaf.grad, g)
 
 
