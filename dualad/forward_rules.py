@@ -34,7 +34,6 @@ from .dual import (
 )
 from .errors import MissingRuleError
 from .numpy_bridge import shape_of
-from .operators import Broadcasted, Operator
 
 __all__ = ["elementwise_tangent", "register_rule_forward", "install"]
 
@@ -177,13 +176,6 @@ def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
     return quiet
 
 
-def _operator_type(f: Callable[..., Any]) -> type:
-    op = getattr(f, "__dualad_operator__", None)
-    if isinstance(op, Operator):
-        return type(op)
-    return Broadcasted[f]
-
-
 def register_rule_forward(rule: Any) -> None:
     """Register the tangent rule of one ``ElementwiseRule`` (the generator's hook)."""
     impl = elementwise_tangent(rule)
@@ -193,7 +185,9 @@ def register_rule_forward(rule: Any) -> None:
 
     method.__name__ = method.__qualname__ = f"forward_{rule.name}"
     method.__doc__ = impl.__doc__
-    op_type = _operator_type(rule.function)
+    from .rule_generator import operator_type  # the generator imports this module
+
+    op_type = operator_type(rule.function)
     for types in dual_signatures(len(rule.arg_names)):
         register_forward(op_type, types, method)
     if isinstance(rule.function, np.ufunc):

@@ -345,7 +345,9 @@ def on_rule_registered(callback: Callable[[ElementwiseRule], Any]) -> Callable[.
     return callback
 
 
-def _operator_type(f: Callable[..., Any]) -> type:
+def operator_type(f: Callable[..., Any]) -> type:
+    """The operator type a rule for ``f`` dispatches on: ``Broadcasted[f]``, or the
+    operator of a primitive wrapper."""
     op = getattr(f, "__dualad_operator__", None)
     if isinstance(op, Operator):
         return type(op)
@@ -425,7 +427,7 @@ def _register_gradient(rule: ElementwiseRule) -> None:
     n = len(rule.arg_names)
     # Any, as plum reads unannotated parameters: a user's method with the same parameters
     # then replaces this one instead of losing to it.
-    signature = plum.Signature(_operator_type(rule.function), Any, Any, *([Any] * n))
+    signature = plum.Signature(operator_type(rule.function), Any, Any, *([Any] * n))
     method = _make_gradient(rule)
     method.__name__ = method.__qualname__ = f"gradient_{rule.name}"
     method.__doc__ = f"Gradient of {rule.name} from its rule: {rule!r}"
@@ -568,7 +570,7 @@ def _register_scalar_operator(func: Callable[..., Any], symbol: str) -> None:
     that; the table marks the entries where both give the same IEEE result.
     """
     python_operator = _PYTHON_OPERATORS[symbol]
-    op_type = _operator_type(func)
+    op_type = operator_type(func)
 
     def scalar_value(op: Any, x: Any, y: Any):
         return python_operator(x, y)
