@@ -38,18 +38,6 @@ from .numpy_bridge import shape_of
 __all__ = ["elementwise_tangent", "register_rule_forward", "install"]
 
 
-def _kind(d: Any) -> str:
-    if d.tree is None:
-        return "none"
-    if d.constant == 0.0:
-        return "zero"
-    if d.constant == 1.0:
-        return "one"
-    if d.constant == -1.0:
-        return "minus_one"
-    return "expr"
-
-
 def _column(d: Any) -> Any:
     """A derivative shaped to multiply partials (``S + (1,)``), scalars unchanged."""
     if type(d) is float or type(d) is int or type(d) is np.float64:
@@ -73,7 +61,9 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     """``impl(args, kwargs)``: the Dual result of ``rule.function(*args, **kwargs)``."""
     f = rule.function
     derivatives = rule.derivatives
-    kinds = tuple(_kind(d) for d in rule.expressions)
+    from .rule_generator import derivative_kind  # the generator imports this module
+
+    kinds = tuple(derivative_kind(d) for d in rule.expressions)
     need = "expr" in kinds
     quiet = rule.may_warn
     name = rule.name

@@ -354,7 +354,8 @@ def operator_type(f: Callable[..., Any]) -> type:
     return Broadcasted[f]
 
 
-def _classify(d: Derivative) -> str:
+def derivative_kind(d: Derivative) -> str:
+    """How a rule uses a derivative: ``none``, ``zero``, ``one``, ``minus_one`` or ``expr``."""
     if d.tree is None:
         return "none"
     if d.constant == 0.0:
@@ -368,7 +369,7 @@ def _classify(d: Derivative) -> str:
 
 def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     """The ``gradient`` method of a rule: ``(op, grad, output, *args) -> tuple``."""
-    kinds = tuple(_classify(d) for d in rule.expressions)
+    kinds = tuple(derivative_kind(d) for d in rule.expressions)
     derivatives = rule.derivatives
     need = "expr" in kinds
     quiet = rule.may_warn
