@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .transforms import jacobian
+from .api import jacobian
 
 __all__ = ["ode_jacobian"]
 

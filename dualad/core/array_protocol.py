@@ -4,7 +4,7 @@ A class that mixes in :class:`NumpyOverloads` and implements ``_primal()`` (its 
 value) behaves like an array in plain numpy code: ufuncs go through
 ``__array_ufunc__`` (as ``Broadcasted[ufunc]``, gufuncs and ufunc methods as ``Method``),
 other numpy functions through ``__array_function__`` (as ``Method[func]``), and both end
-in :func:`dualad.tracing.apply_operator`.
+in :func:`dualad.core.tracing.apply_operator`.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -23,7 +23,7 @@ import numpy as np
 from .operators import Broadcasted, Method
 from .tracing import apply_operator
 
-__all__ = ["NumpyOverloads", "lift_object_array", "shape_of"]
+__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "shape_of"]
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -82,6 +82,15 @@ def _binary(ufunc: np.ufunc, reflected: bool = False) -> Any:
 
 
 _NEGATIVE = Broadcasted.instance(np.negative)
+
+#: Python's binary operators and the ufuncs numpy maps them to: name -> (ufunc, reflected).
+BINARY_OPERATORS: dict[str, tuple[np.ufunc, bool]] = {
+    f"__{prefix}{name}__": (ufunc, prefix == "r")
+    for name, ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                        ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                        ("mod", np.remainder), ("pow", np.power))
+    for prefix in ("", "r")
+}
 
 
 class NumpyOverloads:
@@ -217,22 +226,7 @@ class NumpyOverloads:
     def clip(self, a_min: Any = None, a_max: Any = None) -> Any:
         return np.clip(self, a_min, a_max)
 
-    # operators (straight to the ufunc's operator, skipping numpy's protocol lookup) -------
-    __add__ = _binary(np.add)
-    __radd__ = _binary(np.add, reflected=True)
-    __sub__ = _binary(np.subtract)
-    __rsub__ = _binary(np.subtract, reflected=True)
-    __mul__ = _binary(np.multiply)
-    __rmul__ = _binary(np.multiply, reflected=True)
-    __truediv__ = _binary(np.true_divide)
-    __rtruediv__ = _binary(np.true_divide, reflected=True)
-    __floordiv__ = _binary(np.floor_divide)
-    __rfloordiv__ = _binary(np.floor_divide, reflected=True)
-    __mod__ = _binary(np.remainder)
-    __rmod__ = _binary(np.remainder, reflected=True)
-    __pow__ = _binary(np.power)
-    __rpow__ = _binary(np.power, reflected=True)
-
+    # operators: set below from BINARY_OPERATORS (straight to the ufunc's operator)
     def __matmul__(self, other: Any) -> Any:
         return np.matmul(self, other)
 
@@ -267,6 +261,11 @@ class NumpyOverloads:
         return np.not_equal(self, other)
 
     __hash__ = object.__hash__
+
+
+for _op_name, (_op_ufunc, _op_reflected) in BINARY_OPERATORS.items():
+    setattr(NumpyOverloads, _op_name, _binary(_op_ufunc, _op_reflected))
+del _op_name, _op_ufunc, _op_reflected
 
 
 def _object_loop_method(ufunc: np.ufunc) -> Any:

@@ -7,7 +7,7 @@ its cache (the types are faithful).
 
 Example:
     >>> import numpy as np
-    >>> from dualad.operators import Broadcasted, Method
+    >>> from dualad.core.operators import Broadcasted, Method
     >>> Broadcasted[np.sin] is Broadcasted[np.sin]
     True
     >>> Broadcasted[np.sin]().f is np.sin

@@ -7,11 +7,9 @@ traced argument; objects of outer levels are constants to it, which keeps nested
 differentiations apart (no perturbation confusion).
 
 Example:
-    >>> import numpy as np, dualad as ad
-    >>> x = ad.Variable(np.array([1.0, 2.0]))
-    >>> y = ad.register(np.sin, x)   # records the call, as np.sin(x) does
-    >>> type(y).__name__
-    'CachedNode'
+    >>> from dualad.core.tracing import new_level
+    >>> new_level() < new_level()
+    True
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ __all__ = [
     "innermost",
     "apply_operator",
     "primitive",
-    "register",
     "recording_paused",
     "pause_recording",
 ]
@@ -156,19 +153,3 @@ def primitive(f: F, *, elementwise: bool = False) -> F:
     op = kind.instance(wrapper)
     wrapper.__dualad_operator__ = op  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
-
-
-def register(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Record the call ``f(*args, **kwargs)`` and return its node.
-
-    ``f`` need not be a primitive; its gradient comes from ``ad.gradient`` methods for
-    ``ad.Method[f]``.
-    """
-    from .nodes import CachedNode, Node, primal_at
-
-    op = f if isinstance(f, Operator) else Method.instance(f)
-    top = innermost(args, kwargs)
-    level = 0 if top is None else top.level
-    values = tuple(primal_at(a, level) for a in args)
-    kw = {k: primal_at(v, level) for k, v in kwargs.items()}
-    return CachedNode(Node(op, args, kwargs), forward(op, *values, **kw), level)

@@ -1,7 +1,7 @@
 """Trees of arguments and results: nested tuples, lists and dicts with array leaves.
 
 Example:
-    >>> from dualad.trees import tree_flatten, tree_unflatten
+    >>> from dualad.core.trees import tree_flatten, tree_unflatten
     >>> leaves, spec = tree_flatten({"a": 1.0, "b": (2.0, [3.0])})
     >>> leaves
     [1.0, 2.0, 3.0]

@@ -2,7 +2,7 @@
 
 Example:
     >>> import numpy as np
-    >>> from dualad.unbroadcast import unbroadcast
+    >>> from dualad.core.unbroadcast import unbroadcast
     >>> unbroadcast(np.ones((2, 3)), (1, 3))
     array([[2., 2., 2.]])
     >>> unbroadcast(np.ones((2, 3)), ())
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .numpy_bridge import shape_of
+from .array_protocol import shape_of
 
 __all__ = ["unbroadcast"]
 

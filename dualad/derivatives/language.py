@@ -5,14 +5,14 @@ A derivative is written as a numpy-style expression in the rule's argument names
 numeric constants, ``pi``, ``inf``, ``nan``, the operators ``+ - * / **`` and unary
 ``-``, calls of the functions in :data:`FUNCTIONS`, and comparisons (combined with
 ``&``, ``|``, ``~``) as the condition of ``where(...)``. Anything else is a
-:class:`~dualad.errors.RuleTableError` naming the table, the entry and the expression.
+:class:`~dualad.core.errors.RuleTableError` naming the table, the entry and the expression.
 
 Expressions are checked with :mod:`ast`, then translated twice: to Python built only from
 numpy calls (so it also runs on graph nodes and dual numbers, which gives higher
 derivatives), and to scalar Numba source for fused value-and-partials kernels.
 
 Example:
-    >>> from dualad.rule_language import compile_derivatives
+    >>> from dualad.derivatives.language import compile_derivatives
     >>> d = compile_derivatives(("x",), ("1 - y*y",), name="tanh")
     >>> d(0.0, 0.0)
     (np.float64(1.0),)
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RuleTableError
+from ..core.errors import RuleTableError
 
 __all__ = [
     "FUNCTIONS",

@@ -3,9 +3,9 @@
 Each rule holds the function, its argument names, the compiled derivative function
 ``derivatives(*args, y)`` (numpy calls only, so it also runs on graph nodes and dual
 numbers, which gives higher derivatives) and a lazily compiled Numba kernel that fuses
-the value with its partials. Registering a rule adds the reverse-mode ``gradient``
-method for ``Broadcasted[f]`` and calls every :func:`on_rule_registered` hook (forward
-mode attaches there).
+the value with its partials. Registering a rule calls every :func:`on_rule_registered`
+hook: each mode attaches its rule there (reverse mode a ``gradient`` method for
+``Broadcasted[f]``, forward mode a tangent method), so this module knows neither mode.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 import plum
 
-from .dispatch import call_rule, forward, gradient, missing_rule_message
-from .errors import MissingRuleError, RuleTableError
-from .numpy_bridge import shape_of
-from .operators import Broadcasted, Operator, function_key
-from .rule_language import (
+from ..core.dispatch import forward, register_rule_loader
+from ..core.errors import RuleTableError
+from ..core.operators import Broadcasted, Operator, function_key
+from .language import (
     Derivative,
     check_arg_names,
     compile_derivatives,
@@ -48,9 +47,8 @@ from .rule_language import (
     parse_expression,
     set_function,
 )
-from .rule_tables import TABLES, Domain, RuleEntry, function_arity, load_table, parse_domain
-from .rule_tables import table_path as _table_path
-from .unbroadcast import unbroadcast
+from .tables import TABLES, Domain, RuleEntry, function_arity, load_table, parse_domain
+from .tables import table_path as _table_path
 
 __all__ = [
     "ElementwiseRule",
@@ -103,14 +101,14 @@ class ElementwiseRule:
         function: what calls on traced values record as ``Broadcasted[function]`` (the
             ufunc itself, or the traced wrapper of a plain Python function).
         name, arg_names, notes, source: from the table entry (or ``define_rule``).
-        expressions: the checked :class:`~dualad.rule_language.Derivative` per argument.
+        expressions: the checked :class:`~dualad.derivatives.language.Derivative` per argument.
         derivatives: ``derivatives(*args, y)`` -> one partial per argument (``None`` for a
             non-differentiable one); each broadcasts against the output.
         domain: ``{arg: Domain}`` where tests draw points, or ``None``.
 
     Example:
         >>> import numpy as np
-        >>> from dualad.rule_generator import get_rule
+        >>> from dualad.derivatives.registry import get_rule
         >>> rule = get_rule(np.tanh)
         >>> rule.derivatives(0.0, np.tanh(0.0))
         (np.float64(1.0),)
@@ -168,7 +166,7 @@ class ElementwiseRule:
         """The Numba kernel for the arguments carrying partials (``mask``; default: all).
 
         Imports numba and writes the kernel module on first use; ``None`` when the rule has
-        no kernel (see :func:`~dualad.rule_language.kernel_module_source`). Calling
+        no kernel (see :func:`~dualad.derivatives.language.kernel_module_source`). Calling
         convention: ``kernel(x1, x1p, x2, x2p, ..., out, outp)`` where each argument
         carrying partials is followed by them; values and ``out`` are float64 of shape
         ``(n,)``, partials and ``outp`` of shape ``(n, k)``, all C-contiguous.
@@ -186,7 +184,7 @@ class ElementwiseRule:
             if source is None or importlib.util.find_spec("numba") is None:
                 module = False
             else:
-                module = _import_kernel_module(source)
+                module = import_kernel_module(source)
             self._kernel_module = module
         fn = getattr(module, kernel_name(key), None) if module is not False else None
         self._kernels[key] = fn
@@ -201,7 +199,7 @@ class ElementwiseRule:
 
         Example:
             >>> import numpy as np
-            >>> from dualad.rule_generator import get_rule
+            >>> from dualad.derivatives.registry import get_rule
             >>> out, outp = get_rule(np.multiply).fused((2.0, 3.0), (np.eye(2)[0], None))
             >>> float(out), outp.tolist()
             (6.0, [3.0, 0.0])
@@ -274,7 +272,7 @@ def kernel_cache_directory() -> Path:
     raise OSError("dualad: no writable directory for kernel modules")
 
 
-def _import_kernel_module(source: str) -> Any:
+def import_kernel_module(source: str) -> Any:
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     modname = f"dualad_kernel_{digest}"
     with _kernel_lock:
@@ -331,7 +329,7 @@ def on_rule_registered(callback: Callable[[ElementwiseRule], Any]) -> Callable[.
     This is where forward mode attaches its tangent rules. Usable as a decorator.
 
     Example:
-        >>> from dualad.rule_generator import on_rule_registered
+        >>> from dualad.derivatives.registry import on_rule_registered
         >>> names = []
         >>> _ = on_rule_registered(lambda rule: names.append(rule.name))
         >>> "sin" in names
@@ -367,77 +365,8 @@ def derivative_kind(d: Derivative) -> str:
     return "expr"
 
 
-def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
-    """The ``gradient`` method of a rule: ``(op, grad, output, *args) -> tuple``."""
-    kinds = tuple(derivative_kind(d) for d in rule.expressions)
-    derivatives = rule.derivatives
-    need = "expr" in kinds
-    quiet = rule.may_warn
-
-    if len(kinds) == 1:
-        kind = kinds[0]
-        if kind == "expr" and quiet:
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    (d,) = derivatives(x, output)
-                    return (grad * d,)
-        elif kind == "expr":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (grad * derivatives(x, output)[0],)
-        elif kind == "one":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (grad,)
-        elif kind == "minus_one":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (np.negative(grad),)
-        else:  # zero
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (np.zeros(shape_of(x)),)
-        return unary
-
-    def body(grad: Any, output: Any, args: tuple) -> tuple:
-        ds = derivatives(*args, output) if need else ()
-        result = []
-        for i, (kind, a) in enumerate(zip(kinds, args)):
-            if kind == "none":
-                result.append(None)
-            elif kind == "zero":
-                result.append(np.zeros(shape_of(a)))
-            elif kind == "one":
-                result.append(unbroadcast(grad, shape_of(a)))
-            elif kind == "minus_one":
-                result.append(unbroadcast(np.negative(grad), shape_of(a)))
-            else:
-                result.append(unbroadcast(grad * ds[i], shape_of(a)))
-        return tuple(result)
-
-    if quiet:
-        def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return body(grad, output, args)
-    else:
-        def nary(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
-            return body(grad, output, args)
-
-    return nary
-
-
-def _register_gradient(rule: ElementwiseRule) -> None:
-    import plum
-
-    n = len(rule.arg_names)
-    # Any, as plum reads unannotated parameters: a user's method with the same parameters
-    # then replaces this one instead of losing to it.
-    signature = plum.Signature(operator_type(rule.function), Any, Any, *([Any] * n))
-    method = _make_gradient(rule)
-    method.__name__ = method.__qualname__ = f"gradient_{rule.name}"
-    method.__doc__ = f"Gradient of {rule.name} from its rule: {rule!r}"
-    gradient.register(method, signature)
-
-
 def _add(rule: ElementwiseRule) -> ElementwiseRule:
     with _registry_lock:
-        _register_gradient(rule)
         _RULES[function_key(rule.function)] = rule
         hooks = list(_HOOKS)
     for hook in hooks:
@@ -459,7 +388,7 @@ def _traced(f: Callable[..., Any]) -> Callable[..., Any]:
         return f
     key = function_key(f)
     if key not in _ORIGINALS:
-        from .tracing import primitive
+        from ..core.tracing import primitive
 
         _ORIGINALS[key] = primitive(f, elementwise=True)
     return _ORIGINALS[key]
@@ -559,6 +488,7 @@ def define_rule(
 # -- the built-in tables ---------------------------------------------------------------
 
 _loaded: set[str] = set()
+_TABLES_READ: dict[str, Any] = {}
 
 
 _PYTHON_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
@@ -577,7 +507,7 @@ def _register_scalar_operator(func: Callable[..., Any], symbol: str) -> None:
         return python_operator(x, y)
 
     for types in ((float, float), (float, int), (int, float)):
-        forward.register(scalar_value, plum.Signature(op_type, *types))
+        forward.register(scalar_value, plum.Signature(op_type, *types), builtin=True)
 
 
 def _register_entry(entry: RuleEntry) -> ElementwiseRule:
@@ -597,6 +527,7 @@ def _load(stem: str) -> list[ElementwiseRule]:
         if stem in _loaded:
             return []
         table = load_table(_table_path(stem))
+        _TABLES_READ[stem] = table
         registered = [_register_entry(e) for e in table.entries]
         _loaded.add(stem)
         return registered
@@ -609,27 +540,10 @@ def register_tables(scipy: bool | None = None) -> list[ElementwiseRule]:
     if ``scipy.special`` has been imported already (importing it costs a third of a
     second). Otherwise it waits for :func:`load_deferred_tables`.
     """
-    if not _loaded:
-        _register_fallback()
     registered = _load("numpy_ufuncs")
     if scipy or (scipy is None and "scipy.special" in sys.modules):
         registered += _load("scipy_special")
     return registered
-
-
-def _gradient_after_deferred_tables(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
-    """Reverse-mode fallback for ``Broadcasted`` calls without a rule: register the tables
-    held back until now (e.g. scipy.special's, imported after dualad) and retry."""
-    if load_deferred_tables():
-        return call_rule(gradient, op, grad, output, *args, **kwargs)
-    raise MissingRuleError(missing_rule_message(op, args, "reverse"))
-
-
-def _register_fallback() -> None:
-    import plum
-
-    signature = plum.Signature(Broadcasted, Any, Any, varargs=Any)
-    gradient.register(_gradient_after_deferred_tables, signature)
 
 
 def load_deferred_tables() -> bool:
@@ -642,3 +556,30 @@ def load_deferred_tables() -> bool:
         if stem not in _loaded and module in sys.modules:
             registered = bool(_load(stem)) or registered
     return registered
+
+
+register_rule_loader(load_deferred_tables)
+
+
+def not_differentiable_functions() -> dict[Any, str]:
+    """Functions the loaded tables declare not differentiable: ``{function: reason}``.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualad.derivatives.registry import not_differentiable_functions
+        >>> not_differentiable_functions()[np.less]
+        'comparison: boolean output'
+    """
+    found: dict[Any, str] = {}
+    for stem in sorted(_loaded):
+        table = _TABLES_READ[stem]
+        for name, reason in table.not_differentiable.items():
+            f = _function_of(table.module, name)
+            if f is not None:
+                found[f] = reason
+    return found
+
+
+def _function_of(module: str, name: str) -> Any:
+    mod = sys.modules.get(module)
+    return getattr(mod, name, None) if mod is not None else None

@@ -7,7 +7,7 @@ of derivatives, its domain must name each argument, and its expressions must par
 error names the table file and the entry.
 
 Example:
-    >>> from dualad.rule_tables import load_table, table_path
+    >>> from dualad.derivatives.tables import load_table, table_path
     >>> table = load_table(table_path("numpy_ufuncs"))
     >>> entry = table.entry("sin")
     >>> entry.arg_names, entry.derivatives[0].text
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RuleTableError
-from .rule_language import Derivative, check_arg_names, parse_expression
+from ..core.errors import RuleTableError
+from .language import Derivative, check_arg_names, parse_expression
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,7 +60,7 @@ _ENTRY_KEYS = frozenset(
 
 def rules_directory() -> Path:
     """The directory holding the tables: ``dualad/_rules`` if installed, else ``rules/``."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     installed = package / "_rules"
     if installed.is_dir():
         return installed
@@ -273,7 +273,7 @@ def _entry(raw: Any, index: int, path: str) -> RuleEntry:
 
 
 def load_table(path: str | Path) -> Table:
-    """Read and check one table file; raises :class:`~dualad.errors.RuleTableError`."""
+    """Read and check one table file; raises :class:`~dualad.core.errors.RuleTableError`."""
     path = Path(path)
     label = str(path)
     try:

@@ -3,7 +3,7 @@
 A :class:`Dual` holds ``value`` (shape ``S``) and ``partials`` (shape ``S + (k,)``): the
 derivatives of the value along ``k`` directions, carried at once. Numpy calls on Duals
 return Duals; the tangent rules that do this are ``forward`` methods for Dual arguments
-(elementwise ones come from the rules tables, see :mod:`dualad.forward_rules`).
+(elementwise ones come from the rules tables, see :mod:`dualad.forward.elementwise`).
 
 Every differentiation owns a :class:`Tag` (a fresh level). A call is handled by the
 innermost tag among its arguments; Duals of other (outer) tags are constants to it, so
@@ -32,12 +32,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import plum
 
-from .dispatch import call_rule, forward, missing_rule_message
-from .errors import MissingRuleError, ShapeError, TagMismatchError
-from .numpy_bridge import NumpyOverloads, shape_of
-from .operators import Broadcasted, Method, Operator
-from .tracing import Traced, apply_operator, new_level
+from ..core.arguments import is_differentiable_output
+from ..core.array_protocol import BINARY_OPERATORS, NumpyOverloads, shape_of
+from ..core.dispatch import forward, missing_rule_message
+from ..core.errors import MissingRuleError, ShapeError, TagMismatchError
+from ..core.operators import Broadcasted, Method, Operator
+from ..core.tracing import Traced, apply_operator, new_level
 
 __all__ = [
     "Dual",
@@ -61,7 +63,7 @@ class Tag:
     """The identity of one differentiation; ``level`` orders nested ones (higher = inner).
 
     Example:
-        >>> from dualad.dual import Tag
+        >>> from dualad.forward.dual import Tag
         >>> Tag().level < Tag().level
         True
     """
@@ -84,9 +86,9 @@ DEFAULT_TAG = Tag(name="default")
 _PLAIN_SCALARS = frozenset((float, int, np.float64))
 # Fast paths skip numpy's protocols and plum for the rules dualad registers itself. The
 # registered tables hold every fast implementation; the active ones (used on hot paths) drop
-# an operator as soon as someone registers their own forward method for it with Dual
-# arguments, so a user's rule always wins (see _check_fast).
-# ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward_rules).
+# a function as soon as someone registers their own forward method for it with Dual
+# arguments, so a user's rule always wins (see _refresh_fast_paths).
+# ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward.elementwise).
 _REG_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 _FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 # numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
@@ -95,9 +97,8 @@ _FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
 # ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
 _REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
-# implementations registered through register_forward (dualad's own and rule writers')
-_OWN_METHODS: set[int] = set()
-_CHECKED = ("dualad: fast paths checked against the forward methods",)
+# Whether forward gained methods since the active fast paths were derived.
+_STALE = [True]
 
 
 def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
@@ -107,60 +108,53 @@ def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
     ``Broadcasted[ufunc]``; it sees calls whose innermost traced argument is a Dual.
     """
     _REG_UFUNC[ufunc] = impl
-    _FAST_UFUNC[ufunc] = impl
-    _invalidate()
+    _STALE[0] = True
 
 
 def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any]) -> None:
     """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``."""
     _REG_FUNCTION[func] = impl
-    _FAST_FUNCTION[func] = impl
-    _invalidate()
+    _STALE[0] = True
 
 
 def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None:
     """Scalar fast path: ``derivatives(*args, y)`` gives one partial per argument (or None)."""
     _REG_SCALAR[ufunc] = (ufunc, derivatives)
-    _SCALAR_UFUNC[ufunc] = (ufunc, derivatives)
-    _invalidate()
+    _STALE[0] = True
 
 
-def _invalidate() -> None:
-    forward._cache.pop(_CHECKED, None)
+def _mark_stale() -> None:
+    _STALE[0] = True
 
 
-def _check_fast() -> None:
-    """Re-derive the active fast paths after ``forward`` gained methods (cheap otherwise)."""
-    if not forward._pending and _CHECKED in forward._cache:
-        return
-    forward._resolve_pending_registrations()
-    foreign = set()
+forward.on_change(_mark_stale)
+
+
+def _refresh_fast_paths() -> None:
+    """Re-derive the active fast paths: a function keeps its fast path unless a method that
+    is not dualad's own (a user's rule) takes Dual arguments for it."""
+    replaced = set()
     for m in forward.methods:
-        if id(m.implementation) in _OWN_METHODS:
+        if forward.is_builtin(m):
             continue
-        types = m.signature.types
-        rest = types[1:] + ((m.signature.varargs,) if _has_varargs(m.signature) else ())
+        sig = m.signature
+        types = tuple(sig.types)
+        varargs = getattr(sig, "varargs", None)
+        rest = types[1:] + ((varargs,) if isinstance(varargs, type) else ())
         if types and any(isinstance(t, type) and issubclass(t, Dual) for t in rest):
-            foreign.add(types[0])
+            replaced.add(getattr(types[0], "f", None))
     _FAST_UFUNC.clear()
     _SCALAR_UFUNC.clear()
     _FAST_FUNCTION.clear()
     for uf, impl in _REG_UFUNC.items():
-        if Broadcasted[uf] not in foreign and Method[uf] not in foreign:
+        if uf not in replaced:
             _FAST_UFUNC[uf] = impl
             if uf in _REG_SCALAR:
                 _SCALAR_UFUNC[uf] = _REG_SCALAR[uf]
     for fn, impl in _REG_FUNCTION.items():
-        if Method[fn] not in foreign:
+        if fn not in replaced:
             _FAST_FUNCTION[fn] = impl
-    for uf, kind in _ARITH_KINDS.items():
-        _ARITH_OK[kind] = Broadcasted[uf] not in foreign
-    forward._cache[_CHECKED] = None
-
-
-def _has_varargs(signature: Any) -> bool:
-    va = getattr(signature, "varargs", None)
-    return isinstance(va, type)
+    _STALE[0] = False
 
 
 def _as_value(value: Any) -> Any:
@@ -203,7 +197,7 @@ class Dual(Traced, NumpyOverloads):
             tag = DEFAULT_TAG
         elif not isinstance(tag, Tag):
             raise TypeError(
-                f"Dual: tag must be a dualad.dual.Tag or None, got {type(tag).__name__}; "
+                f"Dual: tag must be a dualad.forward.dual.Tag or None, got {type(tag).__name__}; "
                 f"omit it for hand-made Duals."
             )
         value = _as_value(value)
@@ -301,7 +295,7 @@ class Dual(Traced, NumpyOverloads):
     # -- dispatch --------------------------------------------------------------------
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
-        return call_rule(forward, op, *args, **kwargs)
+        return forward(op, *args, **kwargs)
 
     @classmethod
     def _without_tangent_rule(cls, op: Operator, args: tuple, kwargs: dict) -> Any:
@@ -315,8 +309,7 @@ class Dual(Traced, NumpyOverloads):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
             d = self._d
-            if d is not None and len(inputs) == 1 and not forward._pending \
-                    and _CHECKED in forward._cache:  # a scalar with one direction
+            if d is not None and len(inputs) == 1 and not _STALE[0]:  # a scalar, one direction
                 sr = _SCALAR_UFUNC.get(ufunc)
                 if sr is not None:
                     v = self.value
@@ -327,79 +320,14 @@ class Dual(Traced, NumpyOverloads):
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-        _check_fast()
+        if _STALE[0]:
+            _refresh_fast_paths()
         impl = _FAST_FUNCTION.get(func)
         if impl is not None and _dual_is_innermost(args, kwargs):
             return impl(args, kwargs)
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
-    # -- arithmetic: fast paths for plain values, else the ufunc's rule ---------------
-    # (a scalar with one direction and a plain number is handled inline: the hot path of
-    # derivative(f) on scalar code)
-    def __add__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_ADD):
-            return _new_scalar(self.value + other, self._d, self.tag)
-        r = _arith(_ADD, self, other)
-        return r if r is not None else _call_ufunc(np.add, (self, other))
-
-    def __radd__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_ADD):
-            return _new_scalar(other + self.value, self._d, self.tag)
-        r = _arith(_ADD, other, self)
-        return r if r is not None else _call_ufunc(np.add, (other, self))
-
-    def __sub__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_SUB):
-            return _new_scalar(self.value - other, self._d, self.tag)
-        r = _arith(_SUB, self, other)
-        return r if r is not None else _call_ufunc(np.subtract, (self, other))
-
-    def __rsub__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_SUB):
-            return _new_scalar(other - self.value, -self._d, self.tag)
-        r = _arith(_SUB, other, self)
-        return r if r is not None else _call_ufunc(np.subtract, (other, self))
-
-    def __mul__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_MUL):
-            return _new_scalar(self.value * other, self._d * other, self.tag)
-        r = _arith(_MUL, self, other)
-        return r if r is not None else _call_ufunc(np.multiply, (self, other))
-
-    def __rmul__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_MUL):
-            return _new_scalar(other * self.value, other * self._d, self.tag)
-        r = _arith(_MUL, other, self)
-        return r if r is not None else _call_ufunc(np.multiply, (other, self))
-
-    def __truediv__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_DIV):
-            return _new_scalar(self.value / other, self._d / other, self.tag)
-        r = _arith(_DIV, self, other)
-        return r if r is not None else _call_ufunc(np.true_divide, (self, other))
-
-    def __rtruediv__(self, other: Any) -> Any:
-        if self._d is not None and type(other) in _PLAIN_SCALARS and _ok(_DIV):
-            b = self.value
-            y = other / b
-            return _new_scalar(y, -y / b * self._d, self.tag)
-        r = _arith(_DIV, other, self)
-        return r if r is not None else _call_ufunc(np.true_divide, (other, self))
-
-    def __pow__(self, other: Any) -> Any:
-        return _call_ufunc(np.power, (self, other))
-
-    def __rpow__(self, other: Any) -> Any:
-        return _call_ufunc(np.power, (other, self))
-
-    def __neg__(self) -> Any:
-        if self._d is not None and _ok(_NEG):
-            return _new_scalar(-self.value, -self._d, self.tag)
-        p = self._p
-        if type(p) is np.ndarray and _ok(_NEG):
-            return Dual._make(-self.value, -p, self.tag)
-        return _call_ufunc(np.negative, (self,))
-
+    # -- Python operators: the ufunc's fast path, else its rule (set below) -----------------
     # -- in-place operators: numpy semantics (the array is updated when possible) ------
     def _inplace(self, result: Any) -> Any:
         if (
@@ -470,17 +398,6 @@ def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
     return type(best) is Dual
 
 
-_ADD, _SUB, _MUL, _DIV, _NEG = 0, 1, 2, 3, 4
-_PLAIN_VALUES = frozenset((np.ndarray, np.float64, float, int))
-
-
-def _ok(kind: int) -> bool:
-    """Whether the arithmetic fast path of ``kind`` may run (no user rule replaced it)."""
-    if forward._pending or _CHECKED not in forward._cache:
-        _check_fast()
-    return _ARITH_OK[kind]
-
-
 _new = object.__new__
 
 
@@ -495,135 +412,10 @@ def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
     return obj
 
 
-def _col(v: Any) -> Any:
-    """A plain value shaped to scale partials: ``v[..., None]`` for arrays."""
-    if type(v) is np.ndarray and v.ndim:
-        return v[..., None]
-    return v
-
-
-def _scalar_arith(kind: int, a: Any, da: Any, b: Any, db: Any, tag: Tag) -> Dual:
-    """Scalars with one direction (``da``/``db`` None for a constant)."""
-    if kind == _ADD:
-        d = da if db is None else (db if da is None else da + db)
-        return Dual._scalar(a + b, d, tag)
-    if kind == _SUB:
-        d = da if db is None else (-db if da is None else da - db)
-        return Dual._scalar(a - b, d, tag)
-    if kind == _MUL:
-        if db is None:
-            return Dual._scalar(a * b, da * b, tag)
-        if da is None:
-            return Dual._scalar(a * b, a * db, tag)
-        return Dual._scalar(a * b, da * b + a * db, tag)
-    y = a / b
-    if db is None:
-        return Dual._scalar(y, da / b, tag)
-    if da is None:
-        return Dual._scalar(y, -y / b * db, tag)
-    return Dual._scalar(y, (da - y * db) / b, tag)
-
-
-def _fresh(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """A copy of ``p`` broadcast to ``shape + (k,)`` (results never alias inputs)."""
-    if p.shape[:-1] == shape:
-        return p.copy()
-    return np.broadcast_to(p, shape + p.shape[-1:]).copy()
-
-
-# per arithmetic kind: the RuleKernels of its ufunc (set by dualad.dual_kernels), or None
-_ARITH_RK: list[Any] = [None, None, None, None]
-
-
-def _array_arith(kind: int, av: Any, ap: Any, bv: Any, bp: Any, tag: Tag) -> Dual | None:
-    """Plain ndarray partials (``None`` for a constant operand)."""
-    rk = _ARITH_RK[kind]
-    if rk is not None and (ap if ap is not None else bp).size >= rk.threshold:
-        r = rk.binary(av, ap, bv, bp, tag)
-        if r is not None:
-            return r
-    if kind == _ADD or kind == _SUB:
-        y = av + bv if kind == _ADD else av - bv
-        if ap is not None and bp is not None:
-            return Dual._make(y, ap + bp if kind == _ADD else ap - bp, tag)
-        shape = y.shape if type(y) is np.ndarray else shape_of(y)
-        if ap is not None:
-            return Dual._make(y, _fresh(ap, shape), tag)
-        if kind == _SUB:
-            bp = -bp
-            return Dual._make(y, bp if bp.shape[:-1] == shape else _fresh(bp, shape), tag)
-        return Dual._make(y, _fresh(bp, shape), tag)
-    if type(av) not in _PLAIN_VALUES or type(bv) not in _PLAIN_VALUES:
-        return None
-    if kind == _MUL:
-        y = av * bv
-        if bp is None:
-            return Dual._make(y, ap * _col(bv), tag)
-        if ap is None:
-            return Dual._make(y, bp * _col(av), tag)
-        return Dual._make(y, ap * _col(bv) + bp * _col(av), tag)
-    y = av / bv
-    if bp is None:
-        return Dual._make(y, ap / _col(bv), tag)
-    if ap is None:
-        return Dual._make(y, bp * _col(-y / bv), tag)
-    return Dual._make(y, (ap - bp * _col(y)) / _col(bv), tag)
-
-
-def _arith(kind: int, a: Any, b: Any) -> Any:
-    """``a (+ - * /) b`` when one is a Dual and the other a Dual of its tag or plain; else None."""
-    if forward._pending or _CHECKED not in forward._cache:
-        _check_fast()
-    if not _ARITH_OK[kind]:
-        return None
-    if type(a) is Dual:
-        tb = type(b)
-        if tb is Dual:
-            if a.tag is not b.tag:
-                return None
-            pa, pb = a._p, b._p
-            if pa is None:
-                if b._d is not None:
-                    return _scalar_arith(kind, a.value, a._d, b.value, b._d, a.tag)
-                pa = a.partials
-            if pb is None:
-                pb = b.partials
-            if type(pa) is not np.ndarray or type(pb) is not np.ndarray:
-                return None
-            if pa.shape[-1] != pb.shape[-1]:
-                raise _k_mismatch(pa.shape[-1], pb.shape[-1])
-            return _array_arith(kind, a.value, pa, b.value, pb, a.tag)
-        if tb in _PLAIN_SCALARS:
-            if a._d is not None:
-                return _scalar_arith(kind, a.value, a._d, b, None, a.tag)
-        elif tb is not np.ndarray:
-            return None
-        pa = a.partials
-        if type(pa) is not np.ndarray:
-            return None
-        return _array_arith(kind, a.value, pa, b, None, a.tag)
-    if type(b) is not Dual:
-        return None
-    ta = type(a)
-    if ta in _PLAIN_SCALARS:
-        if b._d is not None:
-            return _scalar_arith(kind, a, None, b.value, b._d, b.tag)
-    elif ta is not np.ndarray:
-        return None
-    pb = b.partials
-    if type(pb) is not np.ndarray:
-        return None
-    return _array_arith(kind, a, None, b.value, pb, b.tag)
-
-
-_ARITH_UFUNCS = {np.add: _ADD, np.subtract: _SUB, np.multiply: _MUL, np.true_divide: _DIV}
-_ARITH_KINDS = {**_ARITH_UFUNCS, np.negative: _NEG}
-_ARITH_OK = [True, True, True, True, True]  # per kind: no user forward method replaced it
-
-
 def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
     """``ufunc(*inputs)`` with at least one Dual among ``inputs``: fast paths, else dispatch."""
-    _check_fast()
+    if _STALE[0]:
+        _refresh_fast_paths()
     if len(inputs) == 1:
         x = inputs[0]
         if x._d is not None:
@@ -637,11 +429,6 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
     elif _dual_is_innermost(inputs):
-        kind = _ARITH_UFUNCS.get(ufunc)
-        if kind is not None and len(inputs) == 2 and _ARITH_OK[kind]:
-            r = _arith(kind, inputs[0], inputs[1])
-            if r is not None:
-                return r
         if len(inputs) == 2:
             r = _scalar_binary(ufunc, inputs[0], inputs[1])
             if r is not None:
@@ -697,8 +484,6 @@ def _strip_tag(x: Any, tag: Tag | None) -> Any:
 
 def _on_values_if_constant(op: Operator, args: tuple, kwargs: dict) -> tuple[bool, Any]:
     """``(True, result)`` when ``op`` on the values gives a non-float result, else ``(False, None)``."""
-    from .nodes import is_differentiable_output
-
     f = getattr(op, "f", None)
     if f is None:
         return False, None
@@ -757,7 +542,7 @@ def tangent_parts(args: Sequence[Any]) -> tuple[Tag | None, list[tuple[Any, Any]
 
     Example:
         >>> import numpy as np
-        >>> from dualad.dual import Dual, tangent_parts
+        >>> from dualad.forward.dual import Dual, tangent_parts
         >>> tag, parts = tangent_parts((Dual(1.0, [2.0]), 3.0))
         >>> parts
         [(np.float64(1.0), array([2.])), (3.0, None)]
@@ -866,49 +651,24 @@ def _setitem(target: Dual, key: Any, item: Any) -> None:
         target.value = target.value[()]
 
 
-# -- comparisons and predicates act on values ---------------------------------------------
-
-_VALUE_UFUNCS = (
-    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
-    np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
-    np.isfinite, np.isinf, np.isnan, np.signbit,
-)
-
-
-def _on_values(ufunc: Any) -> Callable[[tuple, dict], Any]:
-    def impl(args: tuple, kwargs: dict) -> Any:
-        tag = innermost_tag(args)
-        return ufunc(*[value_at(a, tag) for a in args], **kwargs)
-
-    impl.__name__ = f"values_of_{ufunc.__name__}"
-    return impl
-
-
-_KEEP: list[Any] = []  # registered methods stay alive, so their ids stay unique
-
-
 def register_forward(op_type: type, arg_types: Sequence[type], method: Callable[..., Any],
                      varargs: type | None = None) -> None:
     """Add ``method`` to ``forward`` for ``(op_type, *arg_types)`` (no annotations needed).
 
     Example:
         >>> import numpy as np
-        >>> from dualad.dual import Dual, register_forward
-        >>> from dualad.operators import Method
+        >>> from dualad.forward.dual import Dual, register_forward
+        >>> from dualad.core.operators import Method
         >>> def twice(x):
         ...     return 2 * x
         >>> register_forward(Method[twice], (Dual,), lambda op, x: Dual(2 * x.value,
         ...                  2 * x.partials, x.tag))
     """
-    import plum
-
-    _OWN_METHODS.add(id(method))
-    _KEEP.append(method)
     if varargs is None:
         signature = plum.Signature(op_type, *arg_types)
     else:
         signature = plum.Signature(op_type, *arg_types, varargs=varargs)
-    forward.register(method, signature)
+    forward.register(method, signature, builtin=True)
 
 
 def dual_signatures(n: int) -> list[tuple[type, ...]]:
@@ -919,17 +679,17 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
     return out
 
 
-def _register_value_ufunc(ufunc: Any) -> None:
-    impl = _on_values(ufunc)
-
-    def method(op, *args, **kwargs):  # plum: no annotations here
-        return impl(args, kwargs)
-
-    method.__name__ = f"forward_{ufunc.__name__}"
-    for types in dual_signatures(ufunc.nin):
-        register_forward(Broadcasted[ufunc], types, method)
-    register_fast_ufunc(ufunc, impl)
+def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
+    if reflected:
+        def method(self: Any, other: Any) -> Any:
+            return _call_ufunc(ufunc, (other, self))
+    else:
+        def method(self: Any, other: Any) -> Any:
+            return _call_ufunc(ufunc, (self, other))
+    return method
 
 
-for _uf in _VALUE_UFUNCS:
-    _register_value_ufunc(_uf)
+for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
+    setattr(Dual, _name, _operator(_ufunc, _reflected))
+Dual.__neg__ = lambda self: _call_ufunc(np.negative, (self,))  # type: ignore[method-assign]
+del _name, _ufunc, _reflected

@@ -1,11 +1,11 @@
 """Tangent rules of elementwise functions, made from the rules tables.
 
-Every :class:`~dualad.rule_generator.ElementwiseRule` (the tables under ``rules/`` and
+Every :class:`~dualad.derivatives.registry.ElementwiseRule` (the tables under ``rules/`` and
 ``ad.define_rule``) becomes ``forward`` methods for Dual arguments, through the
-generator's :func:`~dualad.rule_generator.on_rule_registered` hook. For
+registry's :func:`~dualad.derivatives.registry.on_rule_registered` hook. For
 ``y = f(x1, ..., xn)`` the output partials are ``sum_i df/dxi * xi.partials``, with the
 derivatives from the rule's compiled expressions. Large plain float64 operands use the
-rule's fused Numba kernel (see :mod:`dualad.dual_kernels`); everything else (small arrays,
+rule's fused Numba kernel (see :mod:`dualad.forward.kernels`); everything else (small arrays,
 one direction, nested Duals whose values are traced) uses numpy calls only, so higher
 derivatives work.
 
@@ -23,19 +23,23 @@ from typing import Any
 
 import numpy as np
 
-from . import dual_kernels
+from ..core.array_protocol import shape_of
+from ..core.errors import MissingRuleError
+from ..core.operators import Broadcasted
+from ..derivatives.registry import derivative_kind, on_rule_registered, operator_type
+from . import kernels as dual_kernels
 from .dual import (
     Dual,
     dual_signatures,
+    innermost_tag,
     register_fast_ufunc,
     register_forward,
     register_scalar_ufunc,
     tangent_parts,
+    value_at,
 )
-from .errors import MissingRuleError
-from .numpy_bridge import shape_of
 
-__all__ = ["elementwise_tangent", "register_rule_forward", "install"]
+__all__ = ["elementwise_tangent", "register_rule_forward", "register_value_rule"]
 
 
 def _column(d: Any) -> Any:
@@ -61,8 +65,6 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     """``impl(args, kwargs)``: the Dual result of ``rule.function(*args, **kwargs)``."""
     f = rule.function
     derivatives = rule.derivatives
-    from .rule_generator import derivative_kind  # the generator imports this module
-
     kinds = tuple(derivative_kind(d) for d in rule.expressions)
     need = "expr" in kinds
     quiet = rule.may_warn
@@ -175,8 +177,6 @@ def register_rule_forward(rule: Any) -> None:
 
     method.__name__ = method.__qualname__ = f"forward_{rule.name}"
     method.__doc__ = impl.__doc__
-    from .rule_generator import operator_type  # the generator imports this module
-
     op_type = operator_type(rule.function)
     for types in dual_signatures(len(rule.arg_names)):
         register_forward(op_type, types, method)
@@ -185,18 +185,22 @@ def register_rule_forward(rule: Any) -> None:
         register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
 
 
-_installed = False
+def register_value_rule(ufunc: Any) -> None:
+    """Forward mode of a ufunc whose result has no derivative (a comparison, a predicate):
+    it acts on the values of the innermost Duals."""
+
+    def impl(args: tuple, kwargs: dict) -> Any:
+        tag = innermost_tag(args)
+        return ufunc(*[value_at(a, tag) for a in args], **kwargs)
+
+    def method(op, *args, **kwargs):  # plum: no annotations here
+        return impl(args, kwargs)
+
+    impl.__name__ = f"values_of_{ufunc.__name__}"
+    method.__name__ = method.__qualname__ = f"forward_{ufunc.__name__}"
+    for types in dual_signatures(ufunc.nin):
+        register_forward(Broadcasted[ufunc], types, method)
+    register_fast_ufunc(ufunc, impl)
 
 
-def install() -> None:
-    """Attach to the rule generator (once): every rule, now and later, gets its tangent rule."""
-    global _installed
-    if _installed:
-        return
-    from .rule_generator import on_rule_registered
-
-    _installed = True
-    on_rule_registered(register_rule_forward)
-
-
-install()
+on_rule_registered(register_rule_forward)

@@ -1,6 +1,6 @@
 """Forward-mode transforms: jvp, derivative, and the chunked forward Jacobian.
 
-The differentiated arguments become :class:`~dualad.dual.Dual` numbers of a fresh tag,
+The differentiated arguments become :class:`~dualad.forward.dual.Dual` numbers of a fresh tag,
 seeded with ``k`` directions at once (a *chunk*); one evaluation of ``f`` then gives ``k``
 columns of the Jacobian. The chunk is chosen as ForwardDiff.jl does: all ``n`` inputs
 at once when ``n <= 12``, otherwise the fewest chunks of at most 12, evened out.
@@ -23,14 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from . import forward_rules as _forward_rules  # noqa: F401  (registers tangent rules)
+from ..core.arguments import as_differentiable, check_output, to_user
+from ..core.array_protocol import lift_object_array, shape_of
+from ..core.errors import ShapeError
+from ..core.tracing import Traced
+from ..core.trees import tree_flatten, tree_unflatten
 from .dual import Dual, Tag, _new_scalar
-from .errors import ShapeError
-from .nodes import as_differentiable
-from .numpy_bridge import lift_object_array, shape_of
-from .tracing import Traced
-from .transforms import to_user
-from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "MAX_CHUNK"]
 
@@ -78,14 +76,6 @@ def _out_parts(o: Any, tag: Tag) -> tuple[Any, Any]:
     if isinstance(o, Dual) and o.tag is tag:
         return o.value, o.partials
     return o, None
-
-
-def _check_output(out: Any, fname: str) -> None:
-    if out is None or isinstance(out, (str, bytes)):
-        raise TypeError(
-            f"{fname}: the function returned {type(out).__name__}; it must return a number "
-            f"or an array computed from its arguments (did you forget a return statement?)."
-        )
 
 
 def _result_leaf(x: Any) -> Any:
@@ -141,7 +131,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
                 duals.append(Dual._make(value, np.reshape(tv, shape_of(tv) + (1,)), tag))
         args.append(tree_unflatten(p_spec, duals))
     out = f(*args)
-    _check_output(out, fname)
+    check_output(out, fname)
     leaves, spec = tree_flatten(out)
     values, tans = [], []
     for o in leaves:
@@ -191,7 +181,7 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
             if out._p is None:
                 return np.array(out._d, dtype=np.float64)
             return _result_leaf(out.partials[..., 0])
-        _check_output(out, fname)
+        check_output(out, fname)
         if type(out) is np.ndarray and out.dtype == object:
             out = lift_object_array(out)
         if type(out) is Dual and out.tag is tag:
@@ -301,7 +291,7 @@ def _jacobian_general(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
         w = min(width, n - start)
         tag = Tag()
         out = f(*seeds.arguments(start, w, tag), **kwargs)
-        _check_output(out, fname)
+        check_output(out, fname)
         leaves, out_spec = _flatten(out)
         parts = [_out_parts(lift_object_array(o), tag) for o in leaves]
         if not out_values:
@@ -353,7 +343,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
     shape = x.shape
     if n == 0:  # no directions: the Jacobian is empty, shaped by the output
         out = lift_object_array(f(*args, **kwargs))
-        _check_output(out, fname)
+        check_output(out, fname)
         if isinstance(out, (tuple, list, dict)):
             return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
         return np.zeros(shape_of(out) + shape)
@@ -378,7 +368,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
         elif isinstance(out, (tuple, list, dict)):  # an output tree: the general path
             return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
         else:
-            _check_output(out, fname)
+            check_output(out, fname)
             out_shape = shape_of(out)
             p = None
         if w == n:

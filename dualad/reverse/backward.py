@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from .dispatch import backward, call_rule, forward, gradient
-from .errors import RuleError, ShapeError
-from .nodes import (
+from ..core.array_protocol import shape_of
+from ..core.dispatch import backward, forward, gradient
+from ..core.errors import RuleError, ShapeError
+from ..core.operators import Method
+from .graph import (
     _OUTPUT_ITEM,
     AbstractNode,
     CachedNode,
@@ -32,8 +34,6 @@ from .nodes import (
     _output_item,
     primal_at,
 )
-from .numpy_bridge import shape_of
-from .operators import Method
 
 __all__ = ["topological_order", "reverse_pass", "default_seed"]
 
@@ -214,9 +214,9 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
         try:
             if node.kwargs:
                 kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}
-                result = call_rule(gradient, op, g, output, *values, **kw)
+                result = gradient(op, g, output, *values, **kw)
             else:
-                result = call_rule(gradient, op, g, output, *values)
+                result = gradient(op, g, output, *values)
         finally:
             _NEEDS.value = None
         if type(result) is not tuple or len(result) != len(values):

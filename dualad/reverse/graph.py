@@ -16,14 +16,18 @@ Example:
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .dispatch import call_rule, forward
-from .numpy_bridge import NumpyOverloads
-from .operators import Method, Operator
-from .tracing import Traced, recording_paused
+from ..core.arguments import as_differentiable, is_differentiable_output, value
+from ..core.array_protocol import NumpyOverloads
+from ..core.dispatch import backward, forward, gradient, missing_rule_message
+from ..core.errors import MissingRuleError
+from ..core.operators import Method, Operator
+from ..core.tracing import Traced, innermost, recording_paused
 
 __all__ = [
     "AbstractNode",
@@ -32,49 +36,13 @@ __all__ = [
     "Node",
     "CachedNode",
     "MutableNode",
-    "register_function_hook",
-    "value",
+    "not_writable_message",
     "primal_at",
-    "as_differentiable",
-    "is_differentiable_output",
+    "register",
+    "register_function_hook",
+    "register_keyword_aliases",
+    "register_write_rule",
 ]
-
-
-def as_differentiable(x: Any, what: str = "argument") -> Any:
-    """``x`` as a float64 array (ints and bools promoted); traced values pass unchanged."""
-    if isinstance(x, Traced):
-        return x
-    arr = np.asarray(x)
-    kind = arr.dtype.kind
-    if kind in "fiub":
-        return arr.astype(np.float64, copy=False) if kind != "f" or arr.dtype != np.float64 \
-            else arr
-    if kind == "c":
-        raise TypeError(
-            f"dualad: the {what} is complex ({arr.dtype}, shape {arr.shape}); complex "
-            f"differentiation is not supported yet. Split it into real and imaginary parts "
-            f"(x.real, x.imag) and differentiate with respect to those."
-        )
-    raise TypeError(
-        f"dualad: cannot differentiate with respect to an {what} of dtype {arr.dtype} "
-        f"(shape {arr.shape}, type {type(x).__name__}); pass float arrays or numbers."
-    )
-
-
-def is_differentiable_output(out: Any) -> bool:
-    """Whether a call's result can carry a derivative (floats, or tuples holding floats)."""
-    t = type(out)
-    if t is np.float64 or t is float:
-        return True
-    if t is np.ndarray:
-        return out.dtype.kind in "fc"
-    if isinstance(out, (np.floating, Traced)):
-        return True
-    if isinstance(out, np.ndarray):
-        return out.dtype.kind in "fc"
-    if isinstance(out, (tuple, list)):
-        return any(is_differentiable_output(o) for o in out)
-    return False
 
 
 class AbstractNode(Traced, NumpyOverloads):
@@ -91,9 +59,9 @@ class AbstractNode(Traced, NumpyOverloads):
         ])
         if kwargs:
             kw = {k: primal_at(v, level) for k, v in kwargs.items()}
-            out = call_rule(forward, op, *values, **kw)
+            out = forward(op, *values, **kw)
         else:
-            out = call_rule(forward, op, *values)
+            out = forward(op, *values)
         if not is_differentiable_output(out) or recording_paused():
             return out
         if type(op) not in _HAS_GRADIENT:
@@ -115,14 +83,13 @@ class AbstractNode(Traced, NumpyOverloads):
             args, kwargs = _traced_keywords_positional(func, args, kwargs)
         hook = _FUNCTION_HOOKS.get(func)
         if hook is not None:
-            result = hook(func, args, kwargs)
-            if result is not None or func in _IN_PLACE:
+            handler, in_place = hook
+            result = handler(func, args, kwargs)
+            if result is not None or in_place:
                 return result
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
     def __setitem__(self, key: Any, item: Any) -> None:
-        from .numpy_rules.writes import not_writable_message
-
         raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
 
     def copy(self, order: str = "K") -> Any:
@@ -140,8 +107,6 @@ class AbstractNode(Traced, NumpyOverloads):
 
         ``seed`` defaults to 1 for a scalar output and is required otherwise.
         """
-        from .dispatch import backward
-
         backward(self, seed)
 
 
@@ -260,9 +225,9 @@ class MutableNode(CachedNode):
         self._state = state
 
     def __setitem__(self, key: Any, item: Any) -> None:
-        from .numpy_rules.writes import write
-
-        write(self, key, item)
+        if not _WRITE_RULE:
+            raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
+        _WRITE_RULE[0](self, key, item)
 
 
 _MUTABLE_MADE = False
@@ -291,21 +256,53 @@ def _current_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return tuple(state(a) for a in args), {k: state(v) for k, v in kwargs.items()}
 
 
-# numpy function -> handler(func, args, kwargs) run for calls on graph nodes before
-# recording; a handler returns None to fall back to recording the call (except for the
-# in-place functions in _IN_PLACE, which return None).
-_FUNCTION_HOOKS: dict[Any, Any] = {}
-_IN_PLACE = {np.copyto, np.put, np.put_along_axis, np.fill_diagonal}
+# numpy function -> (handler(func, args, kwargs), in_place), run for calls on graph nodes
+# before recording; a handler returns None to fall back to recording the call (an in-place
+# function's handler always returns None). The rule files register them.
+_FUNCTION_HOOKS: dict[Any, tuple[Any, bool]] = {}
+# How ``writable[key] = value`` is recorded (set by the rule file of writes).
+_WRITE_RULE: list[Any] = []
 
 
-def register_function_hook(func: Any, handler: Any) -> None:
-    """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes."""
-    _FUNCTION_HOOKS[func] = handler
+def register_function_hook(func: Any, handler: Any, *, in_place: bool = False) -> None:
+    """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes.
+
+    ``in_place``: ``func`` writes into an argument and returns None (``np.copyto``).
+    """
+    _FUNCTION_HOOKS[func] = (handler, in_place)
 
 
-# Keyword-only parameters that stand for positional ones (np.clip's min= is a_min).
-_KEYWORD_ALIASES: dict[Any, dict[str, str]] = {np.clip: {"min": "a_min", "max": "a_max"}}
+def register_write_rule(write: Any) -> None:
+    """Record ``node[key] = value`` on a :class:`MutableNode` with ``write(node, key, value)``."""
+    _WRITE_RULE[:] = [write]
+
+
+def not_writable_message(node: Any, what: str = "x[key] = value") -> str:
+    """The error for a write into a node that is not writable."""
+    kind = "a differentiated argument" if not isinstance(node, CachedNode) else \
+        "a computed graph node"
+    return (
+        f"dualad: {what} writes in place into {kind} (shape {node.shape}), which "
+        f"reverse mode cannot record. Allocate the array to fill from a traced value instead: "
+        f"y = np.empty_like(x) (or np.zeros_like(x), np.copy(x)) and write into y; or build "
+        f"a new array (np.where(mask, new, x), np.concatenate([...]))."
+    )
+
+
+# Keyword-only parameters that stand for positional ones (np.clip's min= is a_min), and a
+# completion of the positional arguments numpy needs; registered by the rule files.
+_KEYWORD_ALIASES: dict[Any, dict[str, str]] = {}
+_COMPLETIONS: dict[Any, Any] = {}
 _SIGNATURES: dict[Any, Any] = {}
+
+
+def register_keyword_aliases(func: Any, aliases: dict[str, str],
+                             complete: Any = None) -> None:
+    """Traced keywords of ``func``: ``aliases`` maps keyword names to parameter names;
+    ``complete(args) -> args`` fixes the positional arguments up for numpy."""
+    _KEYWORD_ALIASES[func] = dict(aliases)
+    if complete is not None:
+        _COMPLETIONS[func] = complete
 
 
 def _traced_keywords_positional(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -315,8 +312,6 @@ def _traced_keywords_positional(func: Any, args: tuple, kwargs: dict) -> tuple[t
     keyword (``np.diff(x, prepend=y)``) would get none; it is passed positionally instead
     (missing earlier parameters take their defaults), or refused with a clear error.
     """
-    import inspect
-
     params = _SIGNATURES.get(func)
     if params is None:
         try:
@@ -355,8 +350,9 @@ def _traced_keywords_positional(func: Any, args: tuple, kwargs: dict) -> tuple[t
             args.append(kwargs.pop(name))
     while len(args) < len(names) and names[len(args)] in kwargs:  # following keywords
         args.append(kwargs.pop(names[len(args)]))
-    if func is np.clip:  # numpy wants both bounds once one is positional
-        args = [None if a is np._NoValue else a for a in args] + [None] * (3 - len(args))
+    complete = _COMPLETIONS.get(func)
+    if complete is not None:
+        args = complete(args)
     return tuple(args), kwargs
 
 
@@ -366,41 +362,10 @@ _HAS_GRADIENT: set[type] = set()
 
 def _require_gradient_rule(op: Operator, out: Any, values: tuple) -> None:
     """Raise MissingRuleError now (not at backward time) when ``op`` has no gradient rule."""
-    import plum
-
-    from .dispatch import gradient, missing_rule_message
-    from .errors import MissingRuleError
-
     types = (type(op), type(out), type(out)) + tuple(map(type, values))
-    try:
-        method, _ = gradient._resolve_method_with_cache(types=types)
-    except plum.NotFoundLookupError:
-        method = gradient._f
-    except plum.AmbiguousLookupError:
-        method = None
-    if method is not None and _is_fallback(gradient, method):
-        from .rule_generator import load_deferred_tables
-
-        if load_deferred_tables():  # e.g. scipy.special's table, imported after dualad
-            _require_gradient_rule(op, out, values)
-            return
-        method = gradient._f
-    if method is gradient._f:
+    if not gradient.has_rule(types):
         raise MissingRuleError(missing_rule_message(op, values, "reverse"))
     _HAS_GRADIENT.add(type(op))
-
-
-def _is_fallback(function: Any, method: Any) -> bool:
-    """Whether ``method`` is one of dualad's catch-all methods for a whole operator family
-    (such a method only raises, after trying to load deferred rules tables)."""
-    if getattr(method, "__module__", None) != "dualad.rule_generator":
-        return False
-    from .operators import Broadcasted
-
-    for m in function.methods:
-        if m.implementation is method:
-            return m.signature.types[0] in (Operator, Broadcasted, Method)
-    return False
 
 
 def primal_at(x: Any, level: int) -> Any:
@@ -414,17 +379,25 @@ def primal_at(x: Any, level: int) -> Any:
     return x
 
 
-def value(x: Any) -> Any:
-    """The numpy value of a node or ``Dual`` (innermost first), or ``x`` itself.
+def register(f: Callable[..., Any], *args: Any, **kwargs: Any) -> CachedNode:
+    """Record the call ``f(*args, **kwargs)`` and return its node.
+
+    ``f`` need not be a primitive; its gradient comes from ``ad.gradient`` methods for
+    ``ad.Method[f]``.
 
     Example:
         >>> import numpy as np, dualad as ad
-        >>> ad.value(ad.Variable(2.0) * 3)
-        array(6.)
+        >>> x = ad.Variable(np.array([1.0, 2.0]))
+        >>> y = ad.register(np.sin, x)   # records the call, as np.sin(x) does
+        >>> type(y).__name__
+        'CachedNode'
     """
-    while isinstance(x, Traced):
-        x = x._primal()
-    return x
+    op = f if isinstance(f, Operator) else Method.instance(f)
+    top = innermost(args, kwargs)
+    level = 0 if top is None else top.level
+    values = tuple(primal_at(a, level) for a in args)
+    kw = {k: primal_at(v, level) for k, v in kwargs.items()}
+    return CachedNode(Node(op, args, kwargs), forward(op, *values, **kw), level)
 
 
 def _output_item(outputs: tuple, index: int) -> Any:

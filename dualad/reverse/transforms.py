@@ -1,4 +1,4 @@
-"""Reverse-mode function transforms: grad, value_and_grad, vjp, jacobian, hessian.
+"""Reverse-mode function transforms: grad, value_and_grad, vjp, and the reverse Jacobian.
 
 User functions are plain numpy; the differentiated arguments are replaced by
 ``Variable``s of a fresh level, so transforms nest (``grad(grad(f))``).
@@ -12,73 +12,20 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .backward_pass import reverse_pass
-from .errors import ShapeError
-from .nodes import AbstractNode, Variable, as_differentiable
-from .numpy_bridge import lift_object_array, shape_of
-from .tracing import Traced, new_level
-from .trees import tree_flatten, tree_unflatten
+from ..core.arguments import Argnums, as_differentiable, check_output, normalize_argnums, to_user
+from ..core.array_protocol import lift_object_array, shape_of
+from ..core.errors import ShapeError
+from ..core.tracing import Traced, new_level
+from ..core.trees import tree_flatten, tree_unflatten
+from .backward import reverse_pass
+from .graph import AbstractNode, Variable
 
-__all__ = [
-    "grad",
-    "value_and_grad",
-    "vjp",
-    "jacobian",
-    "hessian",
-    "normalize_argnums",
-    "to_user",
-]
-
-Argnums = int | Sequence[int]
-
-
-def normalize_argnums(argnums: Argnums, nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
-    """``(tuple of argument indices, whether a single int was given)``, validated."""
-    if type(argnums) is int and 0 <= argnums < nargs:  # the common case, fast
-        return (argnums,), True
-    single = isinstance(argnums, (int, np.integer))
-    items = (argnums,) if single else argnums
-    if not isinstance(items, (tuple, list)) or not all(
-            isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in items):
-        raise TypeError(
-            f"{fname}: argnums={argnums!r}; give an int or a tuple of ints (argument indices)."
-        )
-    nums = tuple(int(a) for a in items)
-    if not nums:
-        raise ValueError(f"{fname}: argnums is empty; give an int or a non-empty tuple of ints.")
-    resolved = []
-    for a in nums:
-        if not -nargs <= a < nargs:
-            raise ValueError(
-                f"{fname}: argnums={argnums!r} refers to argument {a}, but the function was "
-                f"called with {nargs} positional argument(s); pass an index in "
-                f"range({nargs})."
-            )
-        resolved.append(a % nargs)
-    if len(set(resolved)) != len(resolved):
-        raise ValueError(f"{fname}: argnums={argnums!r} repeats an argument; list each once.")
-    return tuple(resolved), single
-
-
-def to_user(x: Any) -> Any:
-    """A result as handed back to users: plain numpy unless it is traced by an outer level."""
-    if isinstance(x, Traced):
-        return x
-    return np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
-
-
-def _check_output(out: Any, fname: str) -> None:
-    if out is None or isinstance(out, (str, bytes)):
-        raise TypeError(
-            f"{fname}: the function returned {type(out).__name__}; it must return a number "
-            f"or an array computed from its arguments (did you forget a return statement?)."
-        )
-
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse"]
 
 class _Inputs:
     """Differentiated arguments replaced by Variables of one fresh level."""
@@ -148,7 +95,7 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[...,
         nums, single = normalize_argnums(argnums, len(args), fname)
         inputs = _Inputs(args, nums, fname)
         out = lift_object_array(f(*inputs.args, **kwargs))
-        _check_output(out, fname)
+        check_output(out, fname)
         if isinstance(out, (tuple, list, dict)):
             raise ValueError(
                 f"{fname}: grad needs a scalar output, but the function returned a "
@@ -200,7 +147,7 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     fname = f"vjp({getattr(f, '__name__', 'f')})"
     inputs = _Inputs(primals, tuple(range(len(primals))), fname)
     out = f(*inputs.args)
-    _check_output(out, fname)
+    check_output(out, fname)
     out_leaves, out_spec = tree_flatten(out)
     out_leaves = [lift_object_array(o) for o in out_leaves]
     level = inputs.level
@@ -221,11 +168,11 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     return values, pullback
 
 
-def _jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
+def jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
                       kwargs: dict, fname: str) -> list[Any]:
     inputs = _Inputs(args, nums, fname)
     out = f(*inputs.args, **kwargs)
-    _check_output(out, fname)
+    check_output(out, fname)
     out_leaves, out_spec = tree_flatten(out)
     in_shapes = [[shape_of(v.value) for v in vs] for vs in inputs.variables]
     # per output leaf, per differentiated argument: the Jacobian leaves
@@ -268,84 +215,3 @@ def _jacobian_blocks(out: Any, inputs: _Inputs, in_shapes: list[list[tuple[int, 
             leaves.append(to_user(np.reshape(stacked, out_shape + shape)))
         blocks.append(leaves)
     return blocks
-
-
-def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
-             chunk: int | None = None) -> Callable[..., Any]:
-    """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
-
-    ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
-    or ``"auto"`` (forward when the input is not larger than the output).
-
-    Example:
-        >>> import numpy as np, dualad as ad
-        >>> ad.jacobian(lambda x: x ** 2, mode="reverse")(np.array([1.0, 2.0]))
-        array([[2., 0.],
-               [0., 4.]])
-    """
-    if mode not in ("auto", "forward", "reverse"):
-        raise ValueError(f"jacobian: mode={mode!r}; use 'forward', 'reverse' or 'auto'.")
-    if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
-        raise ValueError(f"jacobian: chunk={chunk!r}; give a positive int or None.")
-    fname = f"jacobian({getattr(f, '__name__', 'f')})"
-
-    @functools.wraps(f)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        nums, single = normalize_argnums(argnums, len(args), fname)
-        chosen = mode
-        if chosen == "auto":
-            chosen = _auto_mode(f, nums, args, kwargs)
-        if chosen == "forward":
-            results = _forward_jacobian()(f, nums, args, kwargs, chunk, fname)
-        else:
-            results = _jacobian_reverse(f, nums, args, kwargs, fname)
-        return results[0] if single else tuple(results)
-
-    return wrapped
-
-
-_FORWARD_JACOBIAN: list[Callable[..., Any]] = []
-
-
-def _forward_jacobian() -> Callable[..., Any]:
-    """``forward_transforms.jacobian_forward``, imported once (not on every call)."""
-    if not _FORWARD_JACOBIAN:
-        from .forward_transforms import jacobian_forward
-
-        _FORWARD_JACOBIAN.append(jacobian_forward)
-    return _FORWARD_JACOBIAN[0]
-
-
-def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict) -> str:
-    try:
-        from . import forward_transforms  # noqa: F401
-    except ImportError:
-        return "reverse"
-    n_in = sum(int(np.size(leaf)) if not isinstance(leaf, Traced) else leaf.size
-               for i in nums for leaf in tree_flatten(args[i])[0])
-    from .tracing import pause_recording
-
-    with pause_recording():
-        plain = [a for a in args]
-        out = f(*plain, **kwargs)
-    n_out = int(np.size(out)) if not isinstance(out, Traced) else out.size
-    return "forward" if n_in <= n_out else "reverse"
-
-
-def hessian(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
-    """The Hessian of a scalar-valued ``f``, shaped ``in.shape + in.shape``.
-
-    Computed as forward over reverse (a forward-mode Jacobian of the gradient).
-
-    Example:
-        >>> import numpy as np, dualad as ad
-        >>> ad.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
-        array([[ 6.,  0.],
-               [ 0., 12.]])
-    """
-    try:
-        from . import forward_transforms  # noqa: F401
-        mode = "forward"
-    except ImportError:
-        mode = "reverse"
-    return jacobian(grad(f, argnums), argnums, mode=mode)

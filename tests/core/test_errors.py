@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.dual import Dual, Tag
+from dualad.forward.dual import Dual, Tag
 
 
 @contextlib.contextmanager
@@ -391,7 +391,7 @@ def test_dual_with_partials_of_the_wrong_shape():
 ], ids=["no derivatives", "too many derivatives", "unknown function", "syntax error",
         "bad domain", "unknown key", "broken toml"])
 def test_malformed_rules_table_names_entry_and_problem(tmp_path, body, needles):
-    from dualad.rule_tables import load_table
+    from dualad.derivatives.tables import load_table
 
     path = tmp_path / "bad_rules.toml"
     path.write_text('[table]\nmodule = "numpy"\n\n' + body)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import dualad as ad
+from dualad.derivatives.registry import get_rule
 from dualad.gradcheck import numerical_jacobian
-from dualad.rule_generator import get_rule
 
 RNG = np.random.default_rng(20240611)
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.rule_generator import get_rule, register_tables
-from dualad.rule_tables import load_table, table_path
+from dualad.derivatives.registry import get_rule, register_tables
+from dualad.derivatives.tables import load_table, table_path
 
 scipy_special = pytest.importorskip("scipy.special")
 register_tables(scipy=True)

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.errors import RuleTableError
-from dualad.rule_generator import get_rule, kernel_cache_directory, rules
-from dualad.rule_language import (
+from dualad.core.errors import RuleTableError
+from dualad.derivatives.language import (
     NOT_DIFFERENTIABLE,
     check_arg_names,
     compile_derivatives,
@@ -18,6 +17,7 @@ from dualad.rule_language import (
     kernel_module_source,
     parse_expression,
 )
+from dualad.derivatives.registry import get_rule, kernel_cache_directory, rules
 
 # -- checking ---------------------------------------------------------------------------
 
@@ -222,7 +222,7 @@ def test_every_kernel_matches_numpy_derivatives():
 def test_kernel_files_are_written_to_the_cache_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("DUALAD_KERNEL_CACHE", str(tmp_path))
     assert kernel_cache_directory() == tmp_path
-    from dualad.rule_generator import _import_kernel_module
+    from dualad.derivatives.registry import _import_kernel_module
 
     # A source of its own, so no module imported earlier in the session is reused.
     source = get_rule(np.negative).kernel_source + f"\n# written for {tmp_path.name}\n"

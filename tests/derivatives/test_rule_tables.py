@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.dispatch import gradient
-from dualad.errors import RuleTableError
-from dualad.operators import Broadcasted
-from dualad.rule_generator import (
+from dualad.core.dispatch import gradient
+from dualad.core.errors import RuleTableError
+from dualad.core.operators import Broadcasted
+from dualad.derivatives.registry import (
     define_rule,
     get_rule,
     on_rule_registered,
     register_elementwise_rule,
     rules,
 )
-from dualad.rule_tables import Domain, load_table, parse_domain, rules_directory, table_path
+from dualad.derivatives.tables import Domain, load_table, parse_domain, rules_directory, table_path
 
 NUMPY = load_table(table_path("numpy_ufuncs"))
 
@@ -50,7 +50,7 @@ def test_required_numpy_functions_have_rules(name):
 @pytest.mark.parametrize("name", REQUIRED_SCIPY)
 def test_required_scipy_functions_have_rules(name):
     special = pytest.importorskip("scipy.special")
-    from dualad.rule_generator import register_tables
+    from dualad.derivatives.registry import register_tables
 
     register_tables(scipy=True)
     assert get_rule(getattr(special, name)) is not None
@@ -243,7 +243,7 @@ def test_scipy_rules_load_when_first_needed():
 
     code = (
         "import numpy as np, dualad as ad\n"
-        "from dualad.rule_generator import get_rule\n"
+        "from dualad.derivatives.registry import get_rule\n"
         "import scipy.special as sp\n"
         "assert get_rule(sp.erf) is None  # imported after dualad: held back\n"
         "g = ad.grad(lambda x: np.sum(sp.erf(x)))(np.array([0.0, 1.0]))\n"

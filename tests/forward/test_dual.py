@@ -5,7 +5,7 @@ import pytest
 
 import dualad as ad
 from dualad import dual_kernels
-from dualad.dual import DEFAULT_TAG, Dual, Tag, tangent_parts
+from dualad.forward.dual import DEFAULT_TAG, Dual, Tag, tangent_parts
 from dualad.gradcheck import numerical_jacobian
 
 RNG = np.random.default_rng(0)

@@ -5,10 +5,10 @@ import pytest
 
 import dualad as ad
 from dualad import dual_kernels
-from dualad.dual import Dual, Tag
-from dualad.forward_transforms import MAX_CHUNK, choose_chunk
+from dualad.derivatives.registry import register_tables, rules
+from dualad.forward.dual import Dual, Tag
+from dualad.forward.transforms import MAX_CHUNK, choose_chunk
 from dualad.gradcheck import numerical_jacobian
-from dualad.rule_generator import register_tables, rules
 
 pytest.importorskip("scipy.special")
 register_tables(scipy=True)

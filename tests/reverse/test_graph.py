@@ -304,7 +304,7 @@ def test_custom_operator_subclass_without_f_is_called_regression():
 
 
 def test_dispatch_tables_stay_faithful_after_every_rule_is_registered():
-    import dualad.rule_generator as rg
+    import dualad.derivatives.registry as rg
 
     try:
         import scipy.special  # noqa: F401
@@ -373,7 +373,7 @@ def test_asarray_of_a_traced_vector_kept_shape_0d_regression():
 
 
 def _reregister_table_rule(f):
-    import dualad.rule_generator as rg
+    import dualad.derivatives.registry as rg
 
     rule = rg.get_rule(f)
     rg.register_elementwise_rule(f, rule.arg_names, rule.expressions, domain=rule.domain,
