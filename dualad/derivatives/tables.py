@@ -1,7 +1,8 @@
 """Finding, reading and checking the declarative derivative tables (``rules/*.toml``).
 
-The tables ship inside the package as ``dualad/_rules`` (a wheel maps the repository's
-``rules/`` there); a development checkout reads ``rules/`` next to the package. Every entry
+The tables ship inside the wheel as package data, ``dualad/_rules`` (the build maps the
+repository's ``rules/`` there); a checkout or an editable install reads ``rules/`` beside
+the package. Every entry
 is validated: its function must exist, its arity must match the function's and the number
 of derivatives, its domain must name each argument, and its expressions must parse. An
 error names the table file and the entry.
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import importlib.resources
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -59,12 +61,12 @@ _ENTRY_KEYS = frozenset(
 
 
 def rules_directory() -> Path:
-    """The directory holding the tables: ``dualad/_rules`` if installed, else ``rules/``."""
-    package = Path(__file__).resolve().parent.parent
-    installed = package / "_rules"
+    """The directory holding the tables: the package data ``dualad/_rules`` of an installed
+    wheel, else the checkout's ``rules/`` beside the package (an editable install)."""
+    installed = importlib.resources.files("dualad").joinpath("_rules")
     if installed.is_dir():
-        return installed
-    return package.parent / "rules"
+        return Path(str(installed))
+    return Path(__file__).resolve().parents[2] / "rules"
 
 
 def table_path(stem: str) -> Path:

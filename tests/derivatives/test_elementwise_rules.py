@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.derivatives.registry import get_rule, register_tables
+from dualad.derivatives.registry import get_rule, register_tables, traced_function
 from dualad.derivatives.tables import load_table, table_path
 
 scipy_special = pytest.importorskip("scipy.special")
@@ -57,7 +57,7 @@ def _points(entry, shapes, seed):
 def _split(entry, values):
     """A function of the differentiable arguments only, and those arguments."""
     diff = [i for i, d in enumerate(entry.derivatives) if d.differentiable]
-    f = ad.rule_generator.traced_function(entry.function)
+    f = traced_function(entry.function)
 
     def g(*xs):
         full = list(values)

@@ -222,11 +222,11 @@ def test_every_kernel_matches_numpy_derivatives():
 def test_kernel_files_are_written_to_the_cache_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("DUALAD_KERNEL_CACHE", str(tmp_path))
     assert kernel_cache_directory() == tmp_path
-    from dualad.derivatives.registry import _import_kernel_module
+    from dualad.derivatives.registry import import_kernel_module
 
     # A source of its own, so no module imported earlier in the session is reused.
     source = get_rule(np.negative).kernel_source + f"\n# written for {tmp_path.name}\n"
-    module = _import_kernel_module(source)
+    module = import_kernel_module(source)
     assert module.__file__.startswith(str(tmp_path))
     assert open(module.__file__).read() == source
 

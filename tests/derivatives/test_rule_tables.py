@@ -90,9 +90,9 @@ def test_entries_have_domains_for_every_argument_and_notes_where_conventions_app
         assert NUMPY.entry(name).notes
 
 
-def test_resolver_stays_faithful():
-    assert gradient._resolver.is_faithful
-    assert gradient.resolve_method((Broadcasted[np.sin](), 1.0, 1.0, 1.0))
+def test_table_gradient_resolves_by_type():
+    method = gradient.resolve((Broadcasted[np.sin], float, float, float))
+    assert not getattr(method, "__dualad_catch_all__", False)
 
 
 # -- validation errors ------------------------------------------------------------------

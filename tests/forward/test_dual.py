@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad import dual_kernels
+from dualad.forward import kernels as dual_kernels
 from dualad.forward.dual import DEFAULT_TAG, Dual, Tag, tangent_parts
 from dualad.gradcheck import numerical_jacobian
 

@@ -5,6 +5,7 @@ import pytest
 from numpy_rule_checks import check, check_second_order, rand
 
 import dualad as ad
+from dualad.core.trees import tree_flatten
 
 C = rand(2, 3)
 
@@ -75,7 +76,7 @@ def test_tuple_and_list_arguments():
     args = ((rand(2), rand(2)), [rand(2), rand(2)])
     grads = ad.grad(lambda p, q: np.sum(f(p, q) ** 2), argnums=(0, 1))(*args)
     assert isinstance(grads[0], tuple) and isinstance(grads[1], list)
-    flat, _ = ad.trees.tree_flatten(args)
+    flat, _ = tree_flatten(args)
 
     def g(*leaves):
         return np.sum(f((leaves[0], leaves[1]), [leaves[2], leaves[3]]) ** 2)
