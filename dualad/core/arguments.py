@@ -75,8 +75,8 @@ def value(x: Any) -> Any:
 
     Example:
         >>> import numpy as np, dualad as ad
-        >>> ad.value(ad.Variable(2.0) * 3)
-        array(6.)
+        >>> float(ad.value(ad.Variable(2.0) * 3))
+        6.0
     """
     while isinstance(x, Traced):
         x = x._primal()

@@ -456,7 +456,7 @@ def compile_derivatives(
     Example:
         >>> d = compile_derivatives(("x1", "x2"), ("x2", "x1"), name="multiply")
         >>> d(2.0, 3.0, 6.0)
-        (3.0, 2.0)
+        (np.float64(3.0), np.float64(2.0))
     """
     derivs = [
         e if isinstance(e, Derivative) else parse_expression(e, arg_names, table=table, entry=name)

@@ -329,11 +329,12 @@ def on_rule_registered(callback: Callable[[ElementwiseRule], Any]) -> Callable[.
     This is where forward mode attaches its tangent rules. Usable as a decorator.
 
     Example:
-        >>> from dualad.derivatives.registry import on_rule_registered
+        >>> from dualad.derivatives.registry import forget_rule_hook, on_rule_registered
         >>> names = []
-        >>> _ = on_rule_registered(lambda rule: names.append(rule.name))
+        >>> hook = on_rule_registered(lambda rule: names.append(rule.name))
         >>> "sin" in names
         True
+        >>> forget_rule_hook(hook)
     """
     with _registry_lock:
         _HOOKS.append(callback)
@@ -341,6 +342,12 @@ def on_rule_registered(callback: Callable[[ElementwiseRule], Any]) -> Callable[.
     for rule in existing:
         callback(rule)
     return callback
+
+
+def forget_rule_hook(callback: Callable[[ElementwiseRule], Any]) -> None:
+    """Stop calling ``callback`` for rules registered from now on."""
+    with _registry_lock:
+        _HOOKS.remove(callback)
 
 
 def operator_type(f: Callable[..., Any]) -> type:

@@ -9,7 +9,7 @@ shape of ``xi``.
 Example:
     >>> import numpy as np, dualad as ad
     >>> ad.grad(lambda x: np.sum(np.tanh(x)))(np.array([0.0, 1.0])).round(4)
-    array([1. , 0.42])
+    array([1.  , 0.42])
 """
 
 from __future__ import annotations
