@@ -36,6 +36,7 @@ import plum
 from ..core.dispatch import forward, register_rule_loader
 from ..core.errors import RuleTableError
 from ..core.operators import Broadcasted, Operator, function_key
+from ..core.tracing import primitive
 from .language import (
     Derivative,
     check_arg_names,
@@ -395,8 +396,6 @@ def _traced(f: Callable[..., Any]) -> Callable[..., Any]:
         return f
     key = function_key(f)
     if key not in _ORIGINALS:
-        from ..core.tracing import primitive
-
         _ORIGINALS[key] = primitive(f, elementwise=True)
     return _ORIGINALS[key]
 
