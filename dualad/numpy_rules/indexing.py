@@ -79,3 +79,9 @@ def _index_add_tangent(values: Any, key: Any, shape: Any) -> Any:
     if vshape != target:  # values broadcast into the target: broadcast the partials too
         p = np.broadcast_to(p, target + (k,))
     return Dual._make(out, index_add(p, partials_key(key), tuple(shape) + (k,)), values.tag)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+from ..sparse.flows import declare_index_map  # noqa: E402
+
+declare_index_map(operator.getitem)

@@ -256,3 +256,14 @@ def _block_hook(func: Any, args: tuple, kwargs: dict) -> Any:
 
 register_function_hook(np.block, _block_hook)
 tangent_rule(np.block, duals="any")(block)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+# Joining and splitting only move entries; constants joined in depend on nothing.
+from ..sparse.flows import declare_index_map  # noqa: E402
+
+declare_index_map(
+    np.concatenate, np.stack, np.hstack, np.vstack, np.dstack, np.column_stack, np.block,
+    np.split, np.array_split, np.hsplit, np.vsplit,
+)
+declare_index_map(np.append, data=(0, 1))

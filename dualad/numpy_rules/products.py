@@ -387,3 +387,9 @@ def _linalg_trace(grad: Any, output: Any, x: Any, *, offset: int = 0, dtype: Any
 def _linalg_trace_tangent(x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
     return np.trace(x, offset, -2, -1)
 
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+from ..sparse.flows import declare_contraction  # noqa: E402
+
+declare_contraction(np.matmul, np.dot)

@@ -405,3 +405,13 @@ _cumprod_rules((np.cumprod,), _CUMSUM_NAMES, None)
 _cumprod_rules((np.multiply.accumulate,), _ACCUMULATE_NAMES, 0)
 if hasattr(np, "cumulative_prod"):
     _cumprod_rules((np.cumulative_prod,), _CUMULATIVE_NAMES, None)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+# Each output entry depends on its group of reduced entries; in prod, var and std the
+# entries of a group also meet nonlinearly (Hessian patterns).
+from ..sparse.flows import declare_reduction  # noqa: E402
+
+declare_reduction(np.sum, np.mean, np.nansum, np.nanmean, np.max, np.min, np.amax, np.amin,
+                  np.nanmax, np.nanmin)
+declare_reduction(np.prod, np.nanprod, np.var, np.std, np.nanvar, np.nanstd, second_order=True)

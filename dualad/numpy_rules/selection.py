@@ -288,3 +288,14 @@ def _imag(grad: Any, output: Any, x: Any) -> tuple:
 def _imag_tangent(x: Any) -> Any:
     return Dual._make(np.imag(x.value), np.zeros(shape_of(x.partials)), x.tag)
 
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+# np.where is elementwise in both branches (the condition carries no derivative): its
+# pattern is the union of the branches, whatever the condition at the traced point.
+from ..sparse.flows import declare_elementwise, declare_index_map  # noqa: E402
+
+declare_index_map(np.take, np.take_along_axis)
+declare_index_map(np.compress, np.extract, data=(1,))
+declare_elementwise(np.where, flowing=(1, 2))
+declare_elementwise(np.clip)

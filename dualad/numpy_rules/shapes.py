@@ -375,3 +375,15 @@ def _triangle_rules(func: Any) -> None:
 
 _triangle_rules(np.tril)
 _triangle_rules(np.triu)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+# These functions only move, repeat or drop entries (tril/triu/diag fill constant zeros).
+from ..sparse.flows import declare_index_map  # noqa: E402
+
+declare_index_map(
+    np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.broadcast_to, np.copy,
+    np.flip, np.fliplr, np.flipud, np.rot90, np.roll, np.tile, np.repeat, np.diag,
+    np.diagonal, np.diagflat, np.squeeze, np.expand_dims, np.atleast_1d, np.atleast_2d,
+    np.atleast_3d, np.tril, np.triu,
+)

@@ -297,3 +297,12 @@ def not_writable_message(node: Any, what: str = "x[key] = value") -> str:
         f"y = np.empty_like(x) (or np.zeros_like(x), np.copy(x)) and write into y; or build "
         f"a new array (np.where(mask, new, x), np.concatenate([...]))."
     )
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+# Buffers to write into: their entries depend on nothing until written (np.full_like: on
+# the fill value).
+from ..sparse.flows import declare_allocation  # noqa: E402
+
+declare_allocation(np.empty_like, np.zeros_like, np.ones_like)
+declare_allocation(np.full_like, fill=1)

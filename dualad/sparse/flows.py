@@ -1,0 +1,530 @@
+"""How dependencies flow through numpy functions: the sparsity tracer and its rules.
+
+A :class:`SparsityTracer` is an array whose every entry carries the *set of input entries
+it depends on*, stored for the whole array as one boolean scipy.sparse matrix ``rows`` of
+shape ``(value.size, n)`` (row ``i``: the index set of entry ``i``). It also keeps the
+array's value at the given point, so shapes and Python branches work as in plain numpy
+(a branch on a value is taken at the given point; ``np.where`` keeps both branches).
+
+Numpy calls on tracers go through ``index_flow``, a rule function of dualad's dispatcher
+(the same one as ``forward`` and ``gradient``), with one method per operator type. The
+methods are *declared*, not written one by one:
+
+- every elementwise rule of the tables (and of ``ad.define_rule``) gets its method from the
+  rule itself, through the generator's ``on_rule_registered`` hook: the output depends on
+  the union of its broadcast arguments, leaving out arguments whose derivative is "not
+  differentiable" or zero; an argument whose derivative expression names another argument
+  (or the output) marks that pair as interacting, which gives Hessian patterns;
+- the numpy family files declare their functions at their end, with
+  :func:`declare_index_map` (functions that move, repeat or drop entries: applied to
+  ``arange(size)`` they say which input entry each output entry copies),
+  :func:`declare_reduction`, :func:`declare_contraction`, :func:`declare_elementwise`
+  (for non-ufunc elementwise functions such as ``np.where``) and
+  :func:`declare_allocation` (``np.empty_like`` and friends: buffers to write into).
+
+A function with no declaration raises :class:`~dualad.errors.MissingRuleError` naming it
+(there is no silent dense fallback), unless its result carries no derivative (``np.shape``,
+``np.argmax``, comparisons), which is then a constant.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.sparse.flows import trace_inputs
+    >>> x, trace = trace_inputs(np.arange(4.0))
+    >>> y = np.sin(x[1:]) * x[:-1]
+    >>> y.rows.toarray().astype(int)
+    array([[1, 1, 0, 0],
+           [0, 1, 1, 0],
+           [0, 0, 1, 1]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import plum
+
+from ..dispatch import rules_dispatcher
+from ..errors import MissingRuleError
+from ..nodes import is_differentiable_output
+from ..numpy_bridge import NumpyOverloads, shape_of
+from ..operators import Broadcasted, Method, Operator, function_name
+from ..rule_generator import derivative_kind, on_rule_registered, operator_type
+from ..tracing import Traced, new_level
+
+__all__ = [
+    "SparsityTracer",
+    "Trace",
+    "declare_allocation",
+    "declare_contraction",
+    "declare_elementwise",
+    "declare_index_map",
+    "declare_reduction",
+    "index_flow",
+    "trace_inputs",
+]
+
+
+def _sparse() -> Any:
+    """scipy.sparse, imported on first use (``import dualad`` does not import scipy)."""
+    import scipy.sparse
+
+    return scipy.sparse
+
+
+def _empty(m: int, n: int) -> Any:
+    return _sparse().csr_array((m, n), dtype=bool)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+class Trace:
+    """One sparsity detection: ``n`` input entries, and (for Hessians) the pairs of input
+    entries that meet in a nonlinear operation."""
+
+    __slots__ = ("n", "level", "second")
+
+    def __init__(self, n: int, hessian: bool = False) -> None:
+        self.n = n
+        self.level = new_level()
+        self.second: list[Any] | None = [] if hessian else None
+
+    def interact(self, a: Any, b: Any) -> None:
+        """Entries of ``a``'s row sets meet those of ``b``'s rows (same rows) nonlinearly."""
+        if self.second is not None and a.nnz and b.nnz:
+            self.second.append(a.T @ b)
+
+    def hessian_pattern(self) -> Any:
+        """The symmetric ``n x n`` pattern of every interaction recorded."""
+        n = self.n
+        total = _empty(n, n)
+        for part in self.second or ():
+            total = total + part
+        return (total + total.T).tocsr()
+
+
+class SparsityTracer(Traced, NumpyOverloads):
+    """An array of index sets: ``value`` (the array at the given point) and ``rows``, a
+    boolean ``(value.size, n)`` scipy.sparse CSR matrix (row ``i``: what entry ``i``
+    depends on). Writing into it (``y[i] = ...``) replaces the written entries' sets."""
+
+    __slots__ = ("value", "rows", "trace", "level")
+
+    def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
+        self.value = np.asarray(value, dtype=np.result_type(value, np.float64))
+        self.rows = rows
+        self.trace = trace
+        self.level = trace.level
+
+    def _primal(self) -> Any:
+        return self.value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.dtype
+
+    def __repr__(self) -> str:
+        return f"SparsityTracer(shape={self.shape}, nnz={self.rows.nnz}, n={self.trace.n})"
+
+    @classmethod
+    def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        return index_flow(op, *args, **kwargs)
+
+    def copy(self) -> SparsityTracer:
+        """A tracer with a copy of the value and the same index sets."""
+        return SparsityTracer(self.value.copy(), self.rows, self.trace)
+
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        """Float dtypes keep the index sets; other dtypes give the plain value."""
+        if np.dtype(dtype).kind in "fc":
+            return self.copy() if copy else self
+        return self.value.astype(dtype)
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        key = plain(key)
+        value = plain(item)
+        self.value = np.array(self.value, dtype=np.result_type(self.value, value), copy=True)
+        self.value[key] = value
+        size = self.value.size
+        mapping = np.arange(1, size + 1, dtype=np.intp).reshape(self.value.shape)
+        blocks = [_empty(1, self.trace.n), self.rows]
+        if isinstance(item, SparsityTracer):
+            mapping[key] = np.arange(size + 1, size + 1 + item.value.size,
+                                     dtype=np.intp).reshape(item.value.shape)
+            blocks.append(item.rows)
+        else:
+            mapping[key] = 0
+        self.rows = _sparse().vstack(blocks, format="csr")[mapping.reshape(-1)]
+
+
+def trace_inputs(x: Any, hessian: bool = False) -> tuple[SparsityTracer, Trace]:
+    """A tracer for input ``x`` (entry ``i`` depends on itself) and its :class:`Trace`."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size
+    trace = Trace(n, hessian)
+    rows = _sparse().identity(n, dtype=bool, format="csr")
+    return SparsityTracer(x.copy(), _sparse().csr_array(rows), trace), trace
+
+
+def plain(obj: Any) -> Any:
+    """``obj`` with tracers replaced by their values (inside lists and tuples too)."""
+    if isinstance(obj, SparsityTracer):
+        return obj.value
+    if type(obj) in (list, tuple):
+        return type(obj)(plain(o) for o in obj)
+    return obj
+
+
+def _tracers(obj: Any, out: list[SparsityTracer]) -> list[SparsityTracer]:
+    if isinstance(obj, SparsityTracer):
+        out.append(obj)
+    elif type(obj) in (list, tuple):
+        for o in obj:
+            _tracers(o, out)
+    return out
+
+
+def _result(value: Any, rows: Any, trace: Trace) -> Any:
+    """A tracer, or the plain value when it carries no derivative."""
+    if not is_differentiable_output(value):
+        return value
+    if rows is None:
+        rows = _empty(_size(np.shape(value)), trace.n)
+    return SparsityTracer(value, rows, trace)
+
+
+def _broadcast_rows(x: SparsityTracer, shape: tuple[int, ...]) -> Any:
+    """``x``'s index sets for every entry of ``broadcast_to(x, shape)``."""
+    if x.value.shape == shape:
+        return x.rows
+    index = np.broadcast_to(np.arange(x.value.size, dtype=np.intp).reshape(x.value.shape),
+                            shape)
+    return x.rows[index.reshape(-1)]
+
+
+def _union(parts: Sequence[Any], m: int, n: int) -> Any:
+    if not parts:
+        return _empty(m, n)
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+# -- the rule function -------------------------------------------------------------------
+
+def _call_name(op: Operator) -> str:
+    f = getattr(op, "f", None)
+    if f is None:
+        return type(op).__name__
+    name = function_name(f)
+    if isinstance(f, np.ufunc) or getattr(f, "__module__", None) == "numpy" \
+            or getattr(np, getattr(f, "__name__", ""), None) is f:
+        return f"np.{name}"
+    return name
+
+
+_DECLARED: set[type] = set()
+
+
+@rules_dispatcher
+def index_flow(op: Operator, *args: Any, **kwargs: Any):
+    """The tracer result of ``op(*args, **kwargs)`` for sparsity tracers among ``args``."""
+    f = getattr(op, "f", None)
+    if f is not None:
+        with np.errstate(all="ignore"):
+            out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not is_differentiable_output(out):
+            return out  # shape, argmax, comparisons: a constant
+    name = _call_name(op)
+    types = ", ".join(type(a).__name__ for a in args)
+    raise MissingRuleError(
+        f"dualad cannot detect sparsity through {name} (called with ({types})): no family "
+        f"declares how its entries flow. Declare it in dualad.sparse.flows terms, e.g. "
+        f"declare_index_map({name}) for a function that only moves, repeats or drops "
+        f"entries, declare_reduction / declare_contraction / declare_elementwise "
+        f"otherwise; or pass the pattern yourself with sparsity=."
+    )
+
+
+def _register(op_type: type, impl: Callable[..., Any], name: str) -> None:
+    if op_type in _DECLARED:  # one declaration per operator (np.max is np.amax)
+        return
+    _DECLARED.add(op_type)
+
+    def method(op, *args, **kwargs):  # plum: no annotations here
+        return impl(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = f"index_flow_{name}"
+    index_flow.register(method, plum.Signature(op_type, varargs=object))
+
+
+def _op_types(func: Any) -> list[type]:
+    """The operator types a call of ``func`` can record as."""
+    if isinstance(func, np.ufunc):
+        return [Broadcasted[func] if func.signature is None else Method[func]]
+    op = getattr(func, "__dualad_operator__", None)
+    if isinstance(op, Operator):
+        return [type(op)]
+    return [Method[func]]
+
+
+# -- elementwise --------------------------------------------------------------------------
+
+def _elementwise(f: Callable[..., Any], flowing: frozenset[int],
+                 pairs: tuple[tuple[int, int], ...]) -> Callable[..., Any]:
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not is_differentiable_output(out):
+            return out
+        shape = np.shape(out)
+        trace = next(a.trace for a in args if isinstance(a, SparsityTracer))
+        parts = {i: _broadcast_rows(a, shape) for i, a in enumerate(args)
+                 if i in flowing and isinstance(a, SparsityTracer)}
+        if trace.second is not None:
+            for i, j in pairs:
+                if i in parts and j in parts:
+                    trace.interact(parts[i], parts[j])
+        return _result(out, _union(list(parts.values()), _size(shape), trace.n), trace)
+
+    return impl
+
+
+def _rule_flow(rule: Any) -> None:
+    """The ``index_flow`` method of one elementwise table rule (the generator's hook)."""
+    kinds = [derivative_kind(d) for d in rule.expressions]
+    names = rule.arg_names
+    flowing = frozenset(i for i, k in enumerate(kinds) if k not in ("none", "zero"))
+    pairs = []
+    for i, d in enumerate(rule.expressions):
+        if i not in flowing or kinds[i] != "expr":
+            continue
+        used = d.names
+        for j, other in enumerate(names):
+            if j in flowing and (other in used or "y" in used):
+                pairs.append((i, j))
+    _register(operator_type(rule.function), _elementwise(rule.function, flowing, tuple(pairs)),
+              rule.name)
+
+
+on_rule_registered(_rule_flow)
+
+
+def declare_elementwise(*funcs: Any, flowing: Iterable[int] | None = None,
+                        interacting: Iterable[tuple[int, int]] = ()) -> None:
+    """Elementwise, broadcasting ``funcs`` whose result depends on the positional arguments
+    ``flowing`` (default all); ``interacting`` pairs meet nonlinearly (for Hessians).
+
+    Example: ``declare_elementwise(np.where, flowing=(1, 2))``.
+    """
+    pairs = tuple((int(i), int(j)) for i, j in interacting)
+    for func in funcs:
+        flow = frozenset(range(64)) if flowing is None else frozenset(flowing)
+        for t in _op_types(func):
+            _register(t, _elementwise(func, flow, pairs), function_name(func))
+
+
+# -- moving entries: index maps -------------------------------------------------------------
+
+def _index_map(func: Callable[..., Any], data: tuple[int, ...]) -> Callable[..., Any]:
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        tracers: list[SparsityTracer] = []
+        offset = [1]
+
+        def to_index(x: Any) -> Any:
+            if isinstance(x, SparsityTracer):
+                tracers.append(x)
+                start = offset[0]
+                offset[0] += x.value.size
+                return np.arange(start, offset[0], dtype=np.intp).reshape(x.value.shape)
+            if type(x) in (list, tuple):
+                return type(x)(to_index(o) for o in x)
+            return np.zeros(np.shape(x), dtype=np.intp)
+
+        index_args = [to_index(a) if i in data else plain(a) for i, a in enumerate(args)]
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        out = func(*plain(args), **kw)
+        index = func(*index_args, **kw)
+        if not tracers:
+            return out
+        trace = tracers[0].trace
+        # row 0: no dependence (constants); then each tracer's rows at its offset
+        blocks = [_empty(1, trace.n)] + [t.rows for t in tracers]
+        stacked = _sparse().vstack(blocks, format="csr")
+
+        def build(o: Any, ix: Any) -> Any:
+            if type(o) in (list, tuple):
+                return type(o)(build(a, b) for a, b in zip(o, ix))
+            return _result(o, stacked[np.asarray(ix).reshape(-1)], trace)
+
+        return build(out, index)
+
+    return impl
+
+
+def declare_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
+    """``funcs`` only move, repeat or drop entries of their positional arguments ``data``
+    (each an array or a sequence of arrays); other arguments are parameters.
+
+    The function applied to index arrays in place of the data says which input entry each
+    output entry copies; constants among the data become entries with no dependence.
+
+    Example: ``declare_index_map(np.roll, np.reshape)``; ``declare_index_map(np.append,
+    data=(0, 1))``.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _index_map(func, tuple(data)), function_name(func))
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    return tuple(sorted(int(a) % max(ndim, 1) for a in axis))
+
+
+def group_selector(shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    """The boolean ``(out.size, size)`` matrix joining each reduced entry to its group."""
+    size = _size(shape)
+    kept = [d for d in range(len(shape)) if d not in axes]
+    groups = np.arange(size, dtype=np.intp).reshape(shape).transpose(kept + list(axes))
+    out_size = _size(tuple(shape[d] for d in kept))
+    width = _size(tuple(shape[d] for d in axes))
+    indptr = np.arange(0, out_size * width + 1, max(width, 1), dtype=np.intp)[:out_size + 1]
+    if width == 0:
+        indptr = np.zeros(out_size + 1, dtype=np.intp)
+    data = np.ones(out_size * width, dtype=bool)
+    return _sparse().csr_array((data, groups.reshape(-1), indptr), shape=(out_size, size))
+
+
+def _reduction(func: Callable[..., Any], second_order: bool) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(a) in (list, tuple):  # np.sum([x, y]): the stacked array
+            a = np.stack(a)
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        out = func(plain(a), *plain(args), **kw)
+        if not isinstance(a, SparsityTracer):
+            return out
+        axis = args[0] if args else kwargs.get("axis")
+        selector = group_selector(a.value.shape, _axes(axis, a.value.ndim))
+        rows = (selector @ a.rows).tocsr()
+        if second_order:
+            a.trace.interact(rows, rows)
+        return _result(out, rows, a.trace)
+
+    return impl
+
+
+def declare_reduction(*funcs: Any, second_order: bool = False) -> None:
+    """``funcs(a, axis=None, ..., keepdims=...)``: each output entry depends on its group
+    of reduced entries. ``second_order``: entries of a group meet nonlinearly (``prod``).
+
+    Example: ``declare_reduction(np.sum, np.mean)``; ``declare_reduction(np.prod,
+    second_order=True)``.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _reduction(func, second_order), function_name(func))
+
+
+# -- contractions ---------------------------------------------------------------------------
+
+def _as_matrix(x: Any, left: bool) -> tuple[np.ndarray, bool]:
+    v = np.asarray(plain(x))
+    if v.ndim == 1:
+        return (v[None, :] if left else v[:, None]), True
+    return v, False
+
+
+def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
+    name = function_name(func)
+
+    def impl(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(plain(a), plain(b), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        av, bv = np.asarray(plain(a)), np.asarray(plain(b))
+        if av.ndim == 0 or bv.ndim == 0:
+            return index_flow(Broadcasted.instance(np.multiply), a, b)
+        if av.ndim > 2 or bv.ndim > 2:
+            raise MissingRuleError(
+                f"dualad: sparsity detection of np.{name} supports operands of at most 2 "
+                f"dimensions, got shapes {av.shape} and {bv.shape}; loop over the batch "
+                f"axis or pass sparsity= yourself."
+            )
+        sp = _sparse()
+        am, _ = _as_matrix(a, True)
+        bm, _ = _as_matrix(b, False)
+        m, k = am.shape
+        p = bm.shape[1]
+        ta, tb = isinstance(a, SparsityTracer), isinstance(b, SparsityTracer)
+        trace = (a if ta else b).trace
+        mask_a = np.ones(am.shape, dtype=bool) if ta else am != 0
+        mask_b = np.ones(bm.shape, dtype=bool) if tb else bm != 0
+        parts = []
+        if ta:  # out (i, j) <- a (i, l) where b (l, j) != 0
+            s_a = sp.kron(sp.identity(m, dtype=bool, format="csr"),
+                          sp.csr_array(mask_b.T), format="csr")
+            parts.append((s_a @ a.rows).tocsr())
+        if tb:  # out (i, j) <- b (l, j) where a (i, l) != 0
+            s_b = sp.kron(sp.csr_array(mask_a), sp.identity(p, dtype=bool, format="csr"),
+                          format="csr")
+            parts.append((s_b @ b.rows).tocsr())
+        if ta and tb and trace.second is not None:
+            link = sp.kron(sp.csr_array(np.ones((m, 1), dtype=bool)),
+                           sp.kron(sp.identity(k, dtype=bool, format="csr"),
+                                   sp.csr_array(np.ones((1, p), dtype=bool))), format="csr")
+            trace.interact(a.rows, (link @ b.rows).tocsr())
+        rows = _union(parts, m * p, trace.n)
+        return _result(out, rows, trace)
+
+    return impl
+
+
+def declare_contraction(*funcs: Any) -> None:
+    """Matrix products (``np.matmul``, ``np.dot``) of operands with at most 2 dimensions:
+    ``out[i, j]`` depends on ``a[i, l]`` and ``b[l, j]`` for every ``l`` where the other
+    factor is not a constant zero; two traced factors meet nonlinearly.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _matrix_product(func), function_name(func))
+
+
+# -- buffers ---------------------------------------------------------------------------------
+
+def _allocation(func: Callable[..., Any], fill: int | None) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(plain(a), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not isinstance(a, SparsityTracer) or not is_differentiable_output(out):
+            return out
+        trace = a.trace
+        rows = None
+        if fill is not None:
+            value = args[fill - 1] if len(args) >= fill else kwargs.get("fill_value")
+            if isinstance(value, SparsityTracer):
+                rows = _broadcast_rows(value, np.shape(out))
+        return SparsityTracer(np.array(out), rows if rows is not None
+                              else _empty(_size(np.shape(out)), trace.n), trace)
+
+    return impl
+
+
+def declare_allocation(*funcs: Any, fill: int | None = None) -> None:
+    """``funcs(a, ...)`` allocate a new array shaped like ``a`` that code then writes into:
+    its entries depend on nothing (or on the positional argument ``fill``, ``np.full_like``).
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _allocation(func, fill), function_name(func))
+
