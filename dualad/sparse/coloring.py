@@ -360,10 +360,12 @@ def star_recovery(pattern: Any, colors: Any) -> tuple[np.ndarray, np.ndarray, np
     colors = np.asarray(colors, dtype=np.int64)
     k = int(colors.max()) + 1 if n else 1
     counts = np.bincount(r * k + colors[c], minlength=n * k)
-    own = counts[r * k + colors[c]] == 1   # j alone in row i among its colour
-    other = counts[c * k + colors[r]] == 1  # i alone in row j among its colour
-    read_row = np.where(own, r, c)
-    read_color = np.where(own, colors[c], colors[r])
+    # (i, j) and (j, i) read the same product entry, so the result is exactly symmetric
+    lo, hi = np.minimum(r, c), np.maximum(r, c)
+    own = counts[lo * k + colors[hi]] == 1   # hi alone in row lo among its colour
+    other = counts[hi * k + colors[lo]] == 1  # lo alone in row hi among its colour
+    read_row = np.where(own, lo, hi)
+    read_color = np.where(own, colors[hi], colors[lo])
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=n), out=ptr[1:])
     return ptr, c, read_row, read_color, own | other

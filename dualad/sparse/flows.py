@@ -48,7 +48,7 @@ import plum
 from ..dispatch import rules_dispatcher
 from ..errors import MissingRuleError
 from ..nodes import is_differentiable_output
-from ..numpy_bridge import NumpyOverloads, shape_of
+from ..numpy_bridge import NumpyOverloads
 from ..operators import Broadcasted, Method, Operator, function_name
 from ..rule_generator import derivative_kind, on_rule_registered, operator_type
 from ..tracing import Traced, new_level
