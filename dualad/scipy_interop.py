@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from .sparse.ode import ode_sparsity, sparse_ode_jacobian
 from .transforms import jacobian
 
 __all__ = ["ode_jacobian"]
@@ -41,6 +40,8 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     boolean pattern for ``solve_ivp(..., jac_sparsity=)``.
     """
     if sparse:
+        from .sparse.ode import sparse_ode_jacobian  # on use: keeps `import dualad` light
+
         return sparse_ode_jacobian(f, mode=mode)
 
     def rhs_of_y(y: Any, t: Any, *args: Any) -> Any:
@@ -55,5 +56,11 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
         n = y.size
         return result.reshape(np.size(result) // max(n, 1), n) if result.ndim != 2 else result
 
-    jac.sparsity = ode_sparsity(f)  # type: ignore[attr-defined]
+    def sparsity(t0: Any, y0: Any, *args: Any) -> Any:
+        """The boolean pattern of ``df/dy`` at ``(t0, y0)``, for ``jac_sparsity=``."""
+        from .sparse.ode import ode_sparsity  # on use: keeps `import dualad` light
+
+        return ode_sparsity(f)(t0, y0, *args)
+
+    jac.sparsity = sparsity  # type: ignore[attr-defined]
     return jac

@@ -167,3 +167,25 @@ def test_hessian_branch_change_and_bad_sparsity():
         sparse_hessian(f, sparsity=np.ones((2, 3)))
     with pytest.raises(ad.ShapeError, match=r"\(2, 2\).*3 entries"):
         sparse_hessian(f, sparsity=np.ones((2, 2)))(a)
+
+
+def test_scalar_and_empty_inputs():
+    got = sparse_jacobian(lambda x: np.stack([x ** 2, np.sin(x)]))(0.5)
+    np.testing.assert_allclose(got.toarray(), [[1.0], [np.cos(0.5)]])
+    got = sparse_jacobian(lambda x: x * 2.0)(np.zeros(0))
+    assert got.shape == (0, 0)
+    got = sparse_hessian(lambda x: x ** 3)(2.0)
+    np.testing.assert_allclose(got.toarray(), [[12.0]])
+
+
+def test_reverse_and_forward_agree_on_wide_outputs():
+    # few outputs, many inputs: row colouring needs far fewer colours than columns
+    def f(x):
+        return np.stack([np.sum(x ** 2), np.sum(np.sin(x))])
+
+    x = RNG.uniform(size=40)
+    fwd = sparse_jacobian(f, mode="forward")(x)
+    rev = sparse_jacobian(f, mode="reverse")(x)
+    auto = sparse_jacobian(f)(x)
+    np.testing.assert_allclose(fwd.toarray(), rev.toarray(), rtol=1e-13)
+    np.testing.assert_allclose(auto.toarray(), ad.jacobian(f, mode="reverse")(x), rtol=1e-13)
