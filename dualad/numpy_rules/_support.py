@@ -35,6 +35,7 @@ from ..dual import (
 )
 from ..numpy_bridge import shape_of
 from ..operators import Method
+from ..sparse.flows import declare_composite
 from ..tracing import Traced
 
 __all__ = [
@@ -262,6 +263,8 @@ def composite_rules(func: Any, impl: Callable[..., Any],
     """
     from ..forward_transforms import jvp as _jvp  # noqa: F401  (forward mode is loaded)
     from ..transforms import vjp
+
+    declare_composite(func, impl)  # sparsity detection traces through impl too
 
     def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
         chosen = [i for i in positions(args, kwargs) if i < len(args)]

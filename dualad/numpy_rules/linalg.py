@@ -816,3 +816,10 @@ _norm_rules(np.linalg.norm, _norm_params)
 if hasattr(np.linalg, "vector_norm"):
     _norm_rules(np.linalg.vector_norm, _vector_norm_params, "vector")
     _norm_rules(np.linalg.matrix_norm, _matrix_norm_params)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
+# A norm reduces its axes (all of them by default); the entries meet nonlinearly.
+from ..sparse.flows import declare_reduction  # noqa: E402
+
+declare_reduction(np.linalg.norm, second_order=True, axis_at=2)

@@ -390,6 +390,10 @@ def _linalg_trace_tangent(x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
 
 
 # -- sparsity detection: how entries flow (see dualad.sparse.flows) ------------------------
-from ..sparse.flows import declare_contraction  # noqa: E402
+from ..sparse.flows import declare_composite, declare_contraction  # noqa: E402
 
 declare_contraction(np.matmul, np.dot)
+declare_composite(np.outer, lambda a, b, out=None: np.ravel(a)[:, None] * np.ravel(b)[None, :])
+declare_composite(np.vdot, lambda a, b: np.sum(np.ravel(a) * np.ravel(b)))
+declare_composite(np.trace, lambda a, offset=0, axis1=0, axis2=1, dtype=None, out=None:
+                  np.sum(np.diagonal(a, offset, axis1, axis2), axis=-1))

@@ -57,6 +57,7 @@ __all__ = [
     "SparsityTracer",
     "Trace",
     "declare_allocation",
+    "declare_composite",
     "declare_contraction",
     "declare_elementwise",
     "declare_index_map",
@@ -409,7 +410,8 @@ def group_selector(shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
     return _sparse().csr_array((data, groups.reshape(-1), indptr), shape=(out_size, size))
 
 
-def _reduction(func: Callable[..., Any], second_order: bool) -> Callable[..., Any]:
+def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
+               ) -> Callable[..., Any]:
     def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
         if type(a) in (list, tuple):  # np.sum([x, y]): the stacked array
             a = np.stack(a)
@@ -417,7 +419,7 @@ def _reduction(func: Callable[..., Any], second_order: bool) -> Callable[..., An
         out = func(plain(a), *plain(args), **kw)
         if not isinstance(a, SparsityTracer):
             return out
-        axis = args[0] if args else kwargs.get("axis")
+        axis = args[axis_at - 1] if len(args) >= axis_at else kwargs.get("axis")
         selector = group_selector(a.value.shape, _axes(axis, a.value.ndim))
         rows = (selector @ a.rows).tocsr()
         if second_order:
@@ -427,16 +429,17 @@ def _reduction(func: Callable[..., Any], second_order: bool) -> Callable[..., An
     return impl
 
 
-def declare_reduction(*funcs: Any, second_order: bool = False) -> None:
+def declare_reduction(*funcs: Any, second_order: bool = False, axis_at: int = 1) -> None:
     """``funcs(a, axis=None, ..., keepdims=...)``: each output entry depends on its group
     of reduced entries. ``second_order``: entries of a group meet nonlinearly (``prod``).
+    ``axis_at``: the position of ``axis`` among the positional arguments.
 
     Example: ``declare_reduction(np.sum, np.mean)``; ``declare_reduction(np.prod,
     second_order=True)``.
     """
     for func in funcs:
         for t in _op_types(func):
-            _register(t, _reduction(func, second_order), function_name(func))
+            _register(t, _reduction(func, second_order, axis_at), function_name(func))
 
 
 # -- contractions ---------------------------------------------------------------------------
@@ -499,6 +502,16 @@ def declare_contraction(*funcs: Any) -> None:
     for func in funcs:
         for t in _op_types(func):
             _register(t, _matrix_product(func), function_name(func))
+
+
+# -- composites ---------------------------------------------------------------------------
+
+def declare_composite(func: Any, impl: Callable[..., Any]) -> None:
+    """``func`` is ``impl``, written with numpy calls that have flows of their own (the
+    family files' composite rules): its flow is traced through ``impl``.
+    """
+    for t in _op_types(func):
+        _register(t, impl, function_name(func))
 
 
 # -- buffers ---------------------------------------------------------------------------------

@@ -47,6 +47,13 @@ CASES = {
     "tile and repeat": (lambda x: np.tile(x[:2], 2) * np.repeat(x[2:], 2), 4),
     "setitem a slice": (lambda x: _slice_write(x), 6),
     "prod and 0-d output": (lambda x: np.prod(x[1:]) + x[0] ** 2, 4),
+    "diff (a composite rule)": (lambda x: np.diff(x, n=2, prepend=0.0), 6),
+    "gradient and polyval (composites)": (lambda x: np.gradient(x) * np.polyval(x[:2], x), 5),
+    "average with weights": (lambda x: np.atleast_1d(np.average(x[:3], weights=x[3:])), 6),
+    "outer, trace, vdot": (lambda x: np.concatenate([
+        np.outer(x[:2], x[2:4]).ravel(), np.atleast_1d(np.trace(x[:4].reshape(2, 2))),
+        np.atleast_1d(np.vdot(x[:2], x[4:]))]), 6),
+    "norm over an axis": (lambda x: np.linalg.norm(x.reshape(2, 3), axis=1), 6),
     "matmul of two traced matrices": (lambda x: (x[:4].reshape(2, 2) @ x[4:].reshape(2, 2)).ravel(),
                                       8),
 }
