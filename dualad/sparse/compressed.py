@@ -123,46 +123,50 @@ def _mismatch(direct: np.ndarray, product: np.ndarray, scale: np.ndarray) -> boo
 
 
 class _JacobianPlan:
-    """A pattern, its colouring and where each nonzero sits in the compressed result."""
+    """A pattern, its colouring and where each nonzero sits in the compressed result.
+
+    ``mode="auto"`` takes reverse mode (row colouring) only when it needs at most an
+    eighth of the colours of forward mode: each reverse colour is a whole pullback, while
+    forward colours share one pass.
+    """
 
     __slots__ = ("pattern", "colors", "k", "seed", "take", "reverse", "given", "rows", "cols",
                  "weights")
 
-    def __init__(self, pattern: Any, reverse: bool, given: bool) -> None:
+    def __init__(self, pattern: Any, mode: str, given: bool) -> None:
         self.pattern = pattern
-        self.reverse = reverse
         self.given = given
         m, n = pattern.shape
         rng = np.random.default_rng(0x5EED)
         rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(pattern.indptr))
         cols = pattern.indices.astype(np.intp)
         self.rows, self.cols = rows, cols
-        if reverse:
-            self.colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
-            self.k = int(self.colors.max()) + 1 if m else 0
+        column_colors = row_colors = None
+        if mode != "reverse":
+            column_colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
+        if mode != "forward":
+            row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
+        if mode == "auto":
+            kc = int(column_colors.max(initial=-1)) + 1
+            kr = int(row_colors.max(initial=-1)) + 1
+            self.reverse = 8 * kr <= kc
+        else:
+            self.reverse = mode == "reverse"
+        if self.reverse:
+            self.colors = row_colors
+            self.k = int(self.colors.max(initial=-1)) + 1
             self.seed = _seed(m, self.colors, self.k, rng)
             # pullback of colour c gives, at input j, the sum over rows of colour c
             self.take = self.colors[rows] * n + cols
         else:
-            self.colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
-            self.k = int(self.colors.max()) + 1 if n else 0
+            self.colors = column_colors
+            self.k = int(self.colors.max(initial=-1)) + 1
             self.seed = _seed(n, self.colors, self.k, rng)
             self.take = rows * (self.k + 1) + self.colors[cols]
             # (J @ r)[i] = sum over colours c of compressed[i, c] * weights[i, c], where
             # weights[i, c] is r at the one column of colour c in row i (or 0)
             self.weights = np.zeros((m, self.k))
             self.weights[rows, self.colors[cols]] = self.seed[cols, self.k]
-
-
-def _choose_reverse(pattern: Any, mode: str) -> bool:
-    if mode == "forward":
-        return False
-    if mode == "reverse":
-        return True
-    # auto: each reverse colour is a whole pullback, forward colours share one pass
-    kc = int(_best_colors(color_columns, pattern).max(initial=-1)) + 1
-    kr = int(_best_colors(color_rows, pattern).max(initial=-1)) + 1
-    return 8 * kr <= kc
 
 
 def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = None,
@@ -201,7 +205,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
     state: dict[str, Any] = {"plan": None, "warned": False}
 
     def plan_for(pattern: Any, from_user: bool) -> _JacobianPlan:
-        return _JacobianPlan(pattern, _choose_reverse(pattern, mode), from_user)
+        return _JacobianPlan(pattern, mode, from_user)
 
     def evaluate(plan: _JacobianPlan, x: np.ndarray, args: tuple, kwargs: dict
                  ) -> tuple[Any, bool]:
