@@ -292,8 +292,9 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
                         SparsityChangedWarning, stacklevel=2,
                     )
             fresh = detect(*args, **kwargs)
-            if plan.given:  # keep what the user said, add what was missing
-                fresh = (fresh + plan.pattern).tocsr()
+            # the union covers both points, so alternating branches settle after one
+            # re-detection each (and a pattern given by the user is kept)
+            fresh = (fresh + plan.pattern).tocsr()
             plan = plan_for(_csr(fresh, None, "sparse_jacobian"), False)
             jac, ok = evaluate(plan, x, args, kwargs)
             if not ok:
@@ -404,8 +405,7 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
                         SparsityChangedWarning, stacklevel=2,
                     )
             fresh = detect(*args, **kwargs)
-            if plan.given:
-                fresh = (fresh + plan.pattern).tocsr()
+            fresh = (fresh + plan.pattern).tocsr()
             plan = _HessianPlan(_csr(fresh, None, "sparse_hessian"), False)
             hess, ok = evaluate(plan, x, args, kwargs)
             if not ok:

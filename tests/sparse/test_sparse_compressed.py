@@ -65,7 +65,10 @@ def test_pattern_is_detected_once():
 
 
 def test_branch_change_redetects_and_warns_once():
+    traced = []
+
     def f(x):
+        traced.append(type(x).__name__)
         if x[0] > 0:
             return x * x[1]
         return x * x[2]
@@ -80,6 +83,9 @@ def test_branch_change_redetects_and_warns_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_allclose(jac(a).toarray(), ad.jacobian(f)(a))  # no second warning
+        np.testing.assert_allclose(jac(b).toarray(), ad.jacobian(f)(b))
+    # detected twice: the joined pattern covers both branches afterwards
+    assert traced.count("SparsityTracer") == 2
 
 
 def test_given_sparsity_is_used_and_checked():
