@@ -10,11 +10,12 @@ Numpy calls on tracers go through ``index_flow``, a rule function of dualad's di
 (the same one as ``forward`` and ``gradient``), with one method per operator type. The
 methods are *declared*, not written one by one:
 
-- every elementwise rule of the tables (and of ``ad.define_rule``) gets its method from the
-  rule itself, through the generator's ``on_rule_registered`` hook: the output depends on
-  the union of its broadcast arguments, leaving out arguments whose derivative is "not
-  differentiable" or zero; an argument whose derivative expression names another argument
-  (or the output) marks that pair as interacting, which gives Hessian patterns;
+- every elementwise call (``Broadcasted[f]``) flows as the table rule of ``f`` says (the
+  tables under ``rules/`` and ``ad.define_rule``; one method reads the rule registry): the
+  output depends on the union of its broadcast arguments, leaving out arguments whose
+  derivative is "not differentiable" or zero; an argument whose derivative expression
+  names another argument (or the output) marks that pair as interacting, which gives
+  Hessian patterns;
 - the numpy family files declare their functions at their end, with
   :func:`declare_index_map` (functions that move, repeat or drop entries: applied to
   ``arange(size)`` they say which input entry each output entry copies),
@@ -50,7 +51,7 @@ from ..errors import MissingRuleError
 from ..nodes import is_differentiable_output
 from ..numpy_bridge import NumpyOverloads
 from ..operators import Broadcasted, Method, Operator, function_name
-from ..rule_generator import derivative_kind, on_rule_registered, operator_type
+from ..rule_generator import derivative_kind, get_rule, on_rule_registered, operator_type
 from ..tracing import Traced, new_level
 
 __all__ = [
@@ -238,6 +239,11 @@ _DECLARED: set[type] = set()
 @rules_dispatcher
 def index_flow(op: Operator, *args: Any, **kwargs: Any):
     """The tracer result of ``op(*args, **kwargs)`` for sparsity tracers among ``args``."""
+    return _without_flow(op, args, kwargs)
+
+
+def _without_flow(op: Operator, args: tuple, kwargs: dict) -> Any:
+    """A call with no declared flow: fine for a result with no derivative, else an error."""
     f = getattr(op, "f", None)
     if f is not None:
         with np.errstate(all="ignore"):
@@ -299,8 +305,8 @@ def _elementwise(f: Callable[..., Any], flowing: frozenset[int],
     return impl
 
 
-def _rule_flow(rule: Any) -> None:
-    """The ``index_flow`` method of one elementwise table rule (the generator's hook)."""
+def _rule_flow_impl(rule: Any) -> Callable[..., Any]:
+    """The flow of one elementwise table rule: which arguments flow, which pairs meet."""
     kinds = [derivative_kind(d) for d in rule.expressions]
     names = rule.arg_names
     flowing = frozenset(i for i, k in enumerate(kinds) if k not in ("none", "zero"))
@@ -312,8 +318,39 @@ def _rule_flow(rule: Any) -> None:
         for j, other in enumerate(names):
             if j in flowing and (other in used or "y" in used):
                 pairs.append((i, j))
-    _register(operator_type(rule.function), _elementwise(rule.function, flowing, tuple(pairs)),
-              rule.name)
+    return _elementwise(rule.function, flowing, tuple(pairs))
+
+
+# Flows made from rules, by rule (a rule registered again for the same function is a new
+# object, so its flow is made again).
+_RULE_FLOWS: dict[int, tuple[Any, Callable[..., Any]]] = {}
+
+
+def _flow_of_rule(rule: Any) -> Callable[..., Any]:
+    entry = _RULE_FLOWS.get(id(rule))
+    if entry is None or entry[0] is not rule:
+        entry = _RULE_FLOWS[id(rule)] = (rule, _rule_flow_impl(rule))
+    return entry[1]
+
+
+def _broadcasted_flow(op, *args, **kwargs):  # plum: no annotations here
+    """Every ``Broadcasted[f]`` call: the flow of ``f``'s table rule (one method for all
+    rules, which keeps ``index_flow``'s method table small)."""
+    rule = get_rule(op.f)
+    if rule is None:
+        return _without_flow(op, args, kwargs)
+    return _flow_of_rule(rule)(*args, **kwargs)
+
+
+index_flow.register(_broadcasted_flow, plum.Signature(Broadcasted, varargs=object))
+
+
+def _rule_flow(rule: Any) -> None:
+    """The generator's hook: a rule recorded as something other than ``Broadcasted[f]``
+    (a primitive's own operator) gets a method of its own."""
+    op_type = operator_type(rule.function)
+    if not issubclass(op_type, Broadcasted):
+        _register(op_type, _rule_flow_impl(rule), rule.name)
 
 
 on_rule_registered(_rule_flow)

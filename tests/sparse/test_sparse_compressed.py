@@ -32,6 +32,7 @@ JAC_CASES = {
     "rosenbrock residuals": (rosenbrock_residuals, 9),
     "broadcast outer": (lambda x: (x[:3, None] * np.exp(x[None, 3:])).ravel(), 6),
     "2-d input": (lambda x: np.sum(x ** 2, axis=1) * x[:, 0], (4, 3)),
+    "2-d output": (lambda x: x[:, None] * np.cos(x[None, :2]), 4),
 }
 
 
