@@ -210,7 +210,7 @@ def _kernel(name: str) -> Any:
 def _csr_parts(pattern: Any) -> tuple[int, int, np.ndarray, np.ndarray]:
     """``(m, n, indptr, indices)`` of a boolean pattern (dense array or scipy.sparse)."""
     if hasattr(pattern, "tocsr") and hasattr(pattern, "nnz"):
-        csr = pattern.tocsr()
+        csr = pattern.tocsr(copy=True)  # canonicalised below: never the caller's arrays
         csr.eliminate_zeros()
         csr.sum_duplicates()
         m, n = csr.shape

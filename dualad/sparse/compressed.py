@@ -61,7 +61,7 @@ def _csr(pattern: Any, shape: tuple[int, int] | None, fname: str) -> Any:
     import scipy.sparse as sp
 
     if sp.issparse(pattern):
-        p = sp.csr_array(pattern, dtype=bool)
+        p = sp.csr_array(pattern, dtype=bool, copy=True)
     else:
         arr = np.asarray(pattern)
         if arr.ndim != 2:

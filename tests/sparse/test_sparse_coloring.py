@@ -133,3 +133,14 @@ def test_bad_arguments():
         color_columns(np.ones(3))
     with pytest.raises(ValueError, match="square"):
         color_symmetric(np.ones((2, 3)))
+
+
+def test_pattern_argument_is_not_modified():
+    # explicit zeros and duplicates: canonicalised on a copy only
+    p = sp.csr_array((np.array([1.0, 0.0, 1.0, 1.0]), np.array([0, 1, 1, 1]),
+                      np.array([0, 2, 4])), shape=(2, 2))
+    before = (p.data.copy(), p.indices.copy(), p.indptr.copy())
+    colors = color_columns(p)
+    assert is_column_coloring(p, colors)
+    for a, b in zip(before, (p.data, p.indices, p.indptr)):
+        np.testing.assert_array_equal(a, b)
