@@ -46,6 +46,8 @@ CASES = {
     "clip, maximum, abs": (lambda x: np.clip(x, -0.5, 0.5) + np.maximum(x, x[0]) + abs(x), 4),
     "tile and repeat": (lambda x: np.tile(x[:2], 2) * np.repeat(x[2:], 2), 4),
     "setitem a slice": (lambda x: _slice_write(x), 6),
+    "in-place += and -= on a buffer": (lambda x: _in_place(x), 5),
+    "np.array of traced entries": (lambda x: np.sin(np.array([x[0] * x[1], x[2], 3.0])), 4),
     "prod and 0-d output": (lambda x: np.prod(x[1:]) + x[0] ** 2, 4),
     "diff (a composite rule)": (lambda x: np.diff(x, n=2, prepend=0.0), 6),
     "gradient and polyval (composites)": (lambda x: np.gradient(x) * np.polyval(x[:2], x), 5),
@@ -57,6 +59,14 @@ CASES = {
     "matmul of two traced matrices": (lambda x: (x[:4].reshape(2, 2) @ x[4:].reshape(2, 2)).ravel(),
                                       8),
 }
+
+
+def _in_place(x):
+    out = np.zeros_like(x)
+    out[1:] += x[:-1] ** 2
+    out[0] -= x[-1]
+    out *= x[2]
+    return out
 
 
 def _slice_write(x):
