@@ -47,7 +47,7 @@ CASES = {
     "tile and repeat": (lambda x: np.tile(x[:2], 2) * np.repeat(x[2:], 2), 4),
     "setitem a slice": (lambda x: _slice_write(x), 6),
     "in-place += and -= on a buffer": (lambda x: _in_place(x), 5),
-    "np.array of traced entries": (lambda x: np.sin(np.array([x[0] * x[1], x[2], 3.0])), 4),
+    "np.array of traced entries": (lambda x: np.sin(np.array([x[0] * x[1], x[2]])) * x[3], 4),
     "prod and 0-d output": (lambda x: np.prod(x[1:]) + x[0] ** 2, 4),
     "diff (a composite rule)": (lambda x: np.diff(x, n=2, prepend=0.0), 6),
     "gradient and polyval (composites)": (lambda x: np.gradient(x) * np.polyval(x[:2], x), 5),
