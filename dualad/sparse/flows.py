@@ -49,7 +49,7 @@ import plum
 from ..dispatch import rules_dispatcher
 from ..errors import MissingRuleError
 from ..nodes import is_differentiable_output
-from ..numpy_bridge import NumpyOverloads
+from ..numpy_bridge import NumpyOverloads, lift_object_array
 from ..operators import Broadcasted, Method, Operator, function_name
 from ..rule_generator import derivative_kind, get_rule, on_rule_registered, operator_type
 from ..tracing import Traced, new_level
@@ -137,6 +137,9 @@ class SparsityTracer(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        # np.array([a, b]) of tracers is an object array: one traced array here
+        args = tuple(lift_object_array(a) if type(a) is np.ndarray and a.dtype == object else a
+                     for a in args)
         return index_flow(op, *args, **kwargs)
 
     def copy(self) -> SparsityTracer:
