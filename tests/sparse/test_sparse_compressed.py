@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sparse_problems import (
     brusselator1d,
     brusselator2d,
@@ -19,6 +21,7 @@ from sparse_problems import (
 
 import dualad as ad
 from dualad.gradcheck import numerical_jacobian
+from dualad.sparse import jacobian_sparsity as ad_sparsity
 from dualad.sparse import sparse_hessian, sparse_jacobian
 from dualad.sparse.compressed import SparsityChangedWarning
 
@@ -196,3 +199,22 @@ def test_reverse_and_forward_agree_on_wide_outputs():
     auto = sparse_jacobian(f)(x)
     np.testing.assert_allclose(fwd.toarray(), rev.toarray(), rtol=1e-13)
     np.testing.assert_allclose(auto.toarray(), ad.jacobian(f, mode="reverse")(x), rtol=1e-13)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.floats(0.05, 0.6), st.integers(0, 2**31 - 1))
+def test_random_sparse_functions(m, n, density, seed):
+    rng = np.random.default_rng(seed)
+    a = np.where(rng.random((m, n)) < density, rng.uniform(0.5, 2.0, (m, n)), 0.0)
+    perm = rng.integers(0, n, m)
+
+    def f(x):
+        return a @ np.sin(x) + x[perm] ** 2 * (1.0 + a[:, 0])
+
+    x = rng.uniform(0.2, 1.2, n)
+    dense = ad.jacobian(f)(x)
+    pattern = ad_sparsity(f)(x).toarray()
+    np.testing.assert_array_equal(pattern, dense != 0)
+    for mode in ("forward", "reverse"):
+        got = sparse_jacobian(f, mode=mode)(x)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=1e-13, atol=1e-13)
