@@ -65,7 +65,7 @@ def _rows_of(out: Any, n: int) -> Any:
     import scipy.sparse as sp
 
     if isinstance(out, SparsityTracer):
-        rows = sp.csr_array(out.rows, dtype=bool)
+        rows = out.rows.to_scipy()
     elif isinstance(out, (tuple, list, dict)):
         raise TypeError(
             "jacobian_sparsity: the function returned a "

@@ -53,6 +53,7 @@ from ..numpy_bridge import NumpyOverloads, lift_object_array
 from ..operators import Broadcasted, Method, Operator, function_name
 from ..rule_generator import derivative_kind, get_rule, on_rule_registered, operator_type
 from ..tracing import Traced, new_level
+from .index_sets import IndexSets, combine, union, vstack
 
 __all__ = [
     "SparsityTracer",
@@ -75,8 +76,8 @@ def _sparse() -> Any:
     return scipy.sparse
 
 
-def _empty(m: int, n: int) -> Any:
-    return _sparse().csr_array((m, n), dtype=bool)
+def _empty(m: int, n: int) -> IndexSets:
+    return IndexSets.empty(m, n)
 
 
 def _size(shape: tuple[int, ...]) -> int:
@@ -94,24 +95,25 @@ class Trace:
         self.level = new_level()
         self.second: list[Any] | None = [] if hessian else None
 
-    def interact(self, a: Any, b: Any) -> None:
-        """Entries of ``a``'s row sets meet those of ``b``'s rows (same rows) nonlinearly."""
+    def interact(self, a: IndexSets, b: IndexSets) -> None:
+        """Entries of ``a``'s sets meet those of ``b``'s sets (row by row) nonlinearly."""
         if self.second is not None and a.nnz and b.nnz:
-            self.second.append(a.T @ b)
+            self.second.append(a.to_scipy().T @ b.to_scipy())
 
     def hessian_pattern(self) -> Any:
-        """The symmetric ``n x n`` pattern of every interaction recorded."""
+        """The symmetric ``n x n`` pattern (scipy.sparse) of every interaction recorded."""
         n = self.n
-        total = _empty(n, n)
+        total = _sparse().csr_array((n, n), dtype=bool)
         for part in self.second or ():
             total = total + part
         return (total + total.T).tocsr()
 
 
 class SparsityTracer(Traced, NumpyOverloads):
-    """An array of index sets: ``value`` (the array at the given point) and ``rows``, a
-    boolean ``(value.size, n)`` scipy.sparse CSR matrix (row ``i``: what entry ``i``
-    depends on). Writing into it (``y[i] = ...``) replaces the written entries' sets."""
+    """An array of index sets: ``value`` (the array at the given point) and ``rows``, an
+    :class:`~dualad.sparse.index_sets.IndexSets` of shape ``(value.size, n)`` (set ``i``:
+    what entry ``i`` depends on). Writing into it (``y[i] = ...``) replaces the written
+    entries' sets."""
 
     __slots__ = ("value", "rows", "trace", "level")
 
@@ -158,15 +160,15 @@ class SparsityTracer(Traced, NumpyOverloads):
         self.value = np.array(self.value, dtype=np.result_type(self.value, value), copy=True)
         self.value[key] = value
         size = self.value.size
-        mapping = np.arange(1, size + 1, dtype=np.intp).reshape(self.value.shape)
-        blocks = [_empty(1, self.trace.n), self.rows]
+        # the source of every entry: -1 nothing, 0.. this array, size.. the item
+        mapping = np.arange(size, dtype=np.int64).reshape(self.value.shape)
         if isinstance(item, SparsityTracer):
-            mapping[key] = np.arange(size + 1, size + 1 + item.value.size,
-                                     dtype=np.intp).reshape(item.value.shape)
-            blocks.append(item.rows)
+            mapping[key] = np.arange(size, size + item.value.size,
+                                     dtype=np.int64).reshape(item.value.shape)
+            self.rows = vstack([self.rows, item.rows], self.trace.n).take(mapping.reshape(-1))
         else:
-            mapping[key] = 0
-        self.rows = _sparse().vstack(blocks, format="csr")[mapping.reshape(-1)]
+            mapping[key] = -1
+            self.rows = self.rows.take(mapping.reshape(-1))
 
 
 def trace_inputs(x: Any, hessian: bool = False) -> tuple[SparsityTracer, Trace]:
@@ -174,8 +176,7 @@ def trace_inputs(x: Any, hessian: bool = False) -> tuple[SparsityTracer, Trace]:
     x = np.asarray(x, dtype=np.float64)
     n = x.size
     trace = Trace(n, hessian)
-    rows = _sparse().identity(n, dtype=bool, format="csr")
-    return SparsityTracer(x.copy(), _sparse().csr_array(rows), trace), trace
+    return SparsityTracer(x.copy(), IndexSets.identity(n), trace), trace
 
 
 def plain(obj: Any) -> Any:
@@ -211,16 +212,11 @@ def _broadcast_rows(x: SparsityTracer, shape: tuple[int, ...]) -> Any:
         return x.rows
     index = np.broadcast_to(np.arange(x.value.size, dtype=np.intp).reshape(x.value.shape),
                             shape)
-    return x.rows[index.reshape(-1)]
+    return x.rows.take(index.reshape(-1))
 
 
-def _union(parts: Sequence[Any], m: int, n: int) -> Any:
-    if not parts:
-        return _empty(m, n)
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
+def _union(parts: Sequence[IndexSets], m: int, n: int) -> IndexSets:
+    return union(parts, m, n)
 
 
 # -- the rule function -------------------------------------------------------------------
@@ -397,14 +393,18 @@ def _index_map(func: Callable[..., Any], data: tuple[int, ...]) -> Callable[...,
         if not tracers:
             return out
         trace = tracers[0].trace
-        # row 0: no dependence (constants); then each tracer's rows at its offset
-        blocks = [_empty(1, trace.n)] + [t.rows for t in tracers]
-        stacked = _sparse().vstack(blocks, format="csr")
+        # index 0: no dependence (constants, fill values); then each tracer's entries from
+        # its offset on
+        if len(tracers) == 1:
+            stacked, shift = tracers[0].rows, 1  # index - 1: constants become -1 (empty)
+        else:
+            stacked, shift = vstack([_empty(1, trace.n)] + [t.rows for t in tracers],
+                                    trace.n), 0
 
         def build(o: Any, ix: Any) -> Any:
             if type(o) in (list, tuple):
                 return type(o)(build(a, b) for a, b in zip(o, ix))
-            return _result(o, stacked[np.asarray(ix).reshape(-1)], trace)
+            return _result(o, stacked.take(np.asarray(ix).reshape(-1) - shift), trace)
 
         return build(out, index)
 
@@ -436,18 +436,17 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(int(a) % max(ndim, 1) for a in axis))
 
 
-def group_selector(shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
-    """The boolean ``(out.size, size)`` matrix joining each reduced entry to its group."""
+def reduce_groups(rows: IndexSets, shape: tuple[int, ...], axes: tuple[int, ...]
+                  ) -> IndexSets:
+    """The sets of a reduction over ``axes`` of an array of ``shape``: each output entry's
+    set is the union over its group of reduced entries."""
     size = _size(shape)
     kept = [d for d in range(len(shape)) if d not in axes]
-    groups = np.arange(size, dtype=np.intp).reshape(shape).transpose(kept + list(axes))
+    groups = np.arange(size, dtype=np.int64).reshape(shape).transpose(kept + list(axes))
     out_size = _size(tuple(shape[d] for d in kept))
     width = _size(tuple(shape[d] for d in axes))
-    indptr = np.arange(0, out_size * width + 1, max(width, 1), dtype=np.intp)[:out_size + 1]
-    if width == 0:
-        indptr = np.zeros(out_size + 1, dtype=np.intp)
-    data = np.ones(out_size * width, dtype=bool)
-    return _sparse().csr_array((data, groups.reshape(-1), indptr), shape=(out_size, size))
+    target = np.repeat(np.arange(out_size, dtype=np.int64), width)
+    return combine(rows, groups.reshape(-1), target, out_size)
 
 
 def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
@@ -460,8 +459,7 @@ def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
         if not isinstance(a, SparsityTracer):
             return out
         axis = args[axis_at - 1] if len(args) >= axis_at else kwargs.get("axis")
-        selector = group_selector(a.value.shape, _axes(axis, a.value.ndim))
-        rows = (selector @ a.rows).tocsr()
+        rows = reduce_groups(a.rows, a.value.shape, _axes(axis, a.value.ndim))
         if second_order:
             a.trace.interact(rows, rows)
         return _result(out, rows, a.trace)
@@ -505,7 +503,6 @@ def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
                 f"dimensions, got shapes {av.shape} and {bv.shape}; loop over the batch "
                 f"axis or pass sparsity= yourself."
             )
-        sp = _sparse()
         am, _ = _as_matrix(a, True)
         bm, _ = _as_matrix(b, False)
         m, k = am.shape
@@ -515,19 +512,22 @@ def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
         mask_a = np.ones(am.shape, dtype=bool) if ta else am != 0
         mask_b = np.ones(bm.shape, dtype=bool) if tb else bm != 0
         parts = []
+        ii = np.arange(m, dtype=np.int64)[:, None]
+        jj = np.arange(p, dtype=np.int64)[None, :]
         if ta:  # out (i, j) <- a (i, l) where b (l, j) != 0
-            s_a = sp.kron(sp.identity(m, dtype=bool, format="csr"),
-                          sp.csr_array(mask_b.T), format="csr")
-            parts.append((s_a @ a.rows).tocsr())
+            nl, nj = np.nonzero(mask_b)
+            parts.append(combine(a.rows, (ii * k + nl).reshape(-1),
+                                 (ii * p + nj).reshape(-1), m * p))
         if tb:  # out (i, j) <- b (l, j) where a (i, l) != 0
-            s_b = sp.kron(sp.csr_array(mask_a), sp.identity(p, dtype=bool, format="csr"),
-                          format="csr")
-            parts.append((s_b @ b.rows).tocsr())
+            ni, nl = np.nonzero(mask_a)
+            parts.append(combine(b.rows, (nl[:, None] * p + jj).reshape(-1),
+                                 (ni[:, None] * p + jj).reshape(-1), m * p))
         if ta and tb and trace.second is not None:
-            link = sp.kron(sp.csr_array(np.ones((m, 1), dtype=bool)),
-                           sp.kron(sp.identity(k, dtype=bool, format="csr"),
-                                   sp.csr_array(np.ones((1, p), dtype=bool))), format="csr")
-            trace.interact(a.rows, (link @ b.rows).tocsr())
+            # a (i, l) meets b (l, j) for every i, l, j: gather b's sets onto a's rows
+            i3, l3, j3 = np.meshgrid(np.arange(m), np.arange(k), np.arange(p), indexing="ij")
+            linked = combine(b.rows, (l3 * p + j3).reshape(-1), (i3 * k + l3).reshape(-1),
+                             m * k)
+            trace.interact(a.rows, linked)
         rows = _union(parts, m * p, trace.n)
         return _result(out, rows, trace)
 
