@@ -415,3 +415,8 @@ from ..sparse.flows import declare_reduction  # noqa: E402
 declare_reduction(np.sum, np.mean, np.nansum, np.nanmean, np.max, np.min, np.amax, np.amin,
                   np.nanmax, np.nanmin)
 declare_reduction(np.prod, np.nanprod, np.var, np.std, np.nanvar, np.nanstd, second_order=True)
+# Scans: entry i along the axis depends on entries 0..i.
+from ..sparse.flows import declare_scan  # noqa: E402
+
+declare_scan(np.cumsum, np.nancumsum)
+declare_scan(np.cumprod, np.nancumprod, second_order=True)

@@ -64,6 +64,7 @@ __all__ = [
     "declare_elementwise",
     "declare_index_map",
     "declare_reduction",
+    "declare_scan",
     "index_flow",
     "trace_inputs",
 ]
@@ -478,6 +479,42 @@ def declare_reduction(*funcs: Any, second_order: bool = False, axis_at: int = 1)
     for func in funcs:
         for t in _op_types(func):
             _register(t, _reduction(func, second_order, axis_at), function_name(func))
+
+
+def _scan(func: Callable[..., Any], second_order: bool) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(plain(a), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not isinstance(a, SparsityTracer):
+            return out
+        axis = args[0] if args else kwargs.get("axis")
+        shape = a.value.shape
+        index = np.arange(a.value.size, dtype=np.int64).reshape(shape)
+        if axis is None:  # numpy scans the flattened array
+            index = index.reshape(-1)
+            axis = 0
+        lines = np.moveaxis(index, int(axis) % max(index.ndim, 1), -1)
+        length = lines.shape[-1]
+        lines = lines.reshape(-1, length)
+        # entry i of a line depends on entries 0..i of that line
+        # (the output has the input's layout, flattened for axis=None: same flat indices)
+        target, source = np.tril_indices(length)
+        rows = combine(a.rows, lines[:, source].reshape(-1), lines[:, target].reshape(-1),
+                       a.value.size)
+        if second_order:
+            a.trace.interact(rows, rows)
+        return _result(out, rows, a.trace)
+
+    return impl
+
+
+def declare_scan(*funcs: Any, second_order: bool = False) -> None:
+    """``funcs(a, axis=None, ...)`` (``np.cumsum``): entry ``i`` along the axis depends on
+    entries ``0..i`` (of the flattened array for ``axis=None``).
+    ``second_order``: those entries meet nonlinearly (``np.cumprod``).
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _scan(func, second_order), function_name(func))
 
 
 # -- contractions ---------------------------------------------------------------------------

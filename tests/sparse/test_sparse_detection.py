@@ -55,6 +55,9 @@ CASES = {
     "outer, trace, vdot": (lambda x: np.concatenate([
         np.outer(x[:2], x[2:4]).ravel(), np.atleast_1d(np.trace(x[:4].reshape(2, 2))),
         np.atleast_1d(np.vdot(x[:2], x[4:]))]), 6),
+    "cumsum over an axis and flattened": (lambda x: np.concatenate([
+        np.cumsum(x.reshape(2, 3), axis=1).ravel(), np.cumsum(x[::-1])]), 6),
+    "cumprod": (lambda x: np.cumprod(x.reshape(3, 2), axis=0).ravel(), 6),
     "norm over an axis": (lambda x: np.linalg.norm(x.reshape(2, 3), axis=1), 6),
     "matmul of two traced matrices": (lambda x: (x[:4].reshape(2, 2) @ x[4:].reshape(2, 2)).ravel(),
                                       8),
@@ -156,8 +159,8 @@ def test_scalar_and_constant_outputs():
 
 
 def test_unknown_function_is_a_clear_error():
-    with pytest.raises(ad.MissingRuleError, match=r"np\.cumsum.*declare_index_map"):
-        jacobian_sparsity(lambda x: np.cumsum(x))(np.ones(3))
+    with pytest.raises(ad.MissingRuleError, match=r"np\.ediff1d.*declare_index_map"):
+        jacobian_sparsity(lambda x: np.ediff1d(x))(np.ones(3))
     with pytest.raises(TypeError, match="argnums must be one int"):
         jacobian_sparsity(lambda x: x, argnums=(0,))
 
