@@ -23,6 +23,7 @@ NAMES = [
     "lorenz96",
     "brusselator2d",
     "stiff_ode",
+    "sparse_brusselator",
     "memory",
     "kernels",
     "import_time",
