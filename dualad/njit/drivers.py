@@ -1,0 +1,263 @@
+"""Compiled drivers: the whole Jacobian (all chunks) or a JVP in one nopython call.
+
+A driver is a small ``@numba.njit(cache=True)`` function written to a module in the
+kernel cache directory. It seeds dual numbers, calls the dual version of the user's
+function (:func:`dualad.njit.recompile.dual_version`) once per chunk of ``width``
+directions, and writes values, Jacobian columns and the output layout. Its arguments are
+plain numbers and float arrays, so Numba caches it on disk with everything it calls
+inlined or linked in; the module's name hashes the user's source (and the helpers'), the
+chunk width, the rules and the versions, so a new process finds the compiled code again.
+
+Example:
+    >>> src = driver_source("jacobian", nargs=2, seeded=(("array", 0),), width=4)
+    >>> "def run(a0, a1):" in src
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+from numba.core.errors import NumbaError
+
+from ..errors import DualadError, MissingRuleError
+from ..rule_generator import kernel_cache_directory
+from .dual_type import ERROR_MARKER
+from .recompile import dual_version, source_fingerprint
+from .rule_overloads import rule_fingerprint
+
+__all__ = ["FORMAT_VERSION", "NjitError", "driver", "driver_source", "translate_error"]
+
+#: Bumped when the generated code changes meaning (part of the cache key).
+FORMAT_VERSION = "1"
+
+
+class NjitError(DualadError, TypeError):
+    """A construct in an ``@njit`` function that cannot run on dual numbers."""
+
+
+_HEADER = '''"""Compiled dualad driver ({mode}) for {qualname} (generated; safe to delete)."""
+import numba
+import numpy as np
+
+from dualad.njit.dual_type import dual_array_maker, make_dual
+from dualad.njit.outputs import layout_size, output_size, write_layout, write_output
+
+make_array = dual_array_maker({width})
+user = None  # the dual version of the user's function, set before the first call
+'''
+
+
+def _seed_lines(kind: str, k: int, tangent: str | None, width: int) -> list[str]:
+    """Statements building ``d{k}`` from ``a{k}`` (and the tangent ``tangent``)."""
+    if kind == "scalar":
+        return [f"    d{k} = make_dual(a{k}, ({tangent},))"]
+    return [f"    d{k} = make_array(a{k}.copy(), {tangent}.reshape(a{k}.shape + (1,)).copy())"]
+
+
+def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], width: int,
+                  qualname: str = "f") -> str:
+    """Python source of a driver module.
+
+    ``mode="jacobian"``: one seeded argument ``(kind, index)`` (kind ``"scalar"`` or
+    ``"array"``), ``width`` directions per pass; ``run(a0, ..)`` returns ``(values,
+    jacobian (m, n), layout)``. ``mode="jvp"``: every seeded argument takes its tangent
+    right after it (``run(a0, t0, a1)``), width 1.
+    """
+    lines = [_HEADER.format(mode=mode, qualname=qualname, width=width), "",
+             "@numba.njit(cache=True)"]
+    if mode == "jacobian":
+        ((kind, i),) = seeded
+        params = ", ".join(f"a{k}" for k in range(nargs))
+        call = ", ".join(f"d{k}" if k == i else f"a{k}" for k in range(nargs))
+        lines.append(f"def run({params}):")
+        if kind == "scalar":
+            lines += [
+                f"    d{i} = make_dual(a{i}, (1.0,))",
+                f"    out = user({call})",
+                "    m = output_size(out)",
+                "    vals = np.empty(m)",
+                "    jac = np.empty((m, 1))",
+                "    write_output(out, vals, jac, 0, 0, 1)",
+            ]
+        else:
+            lines += [
+                f"    x = a{i}",
+                "    n = x.size",
+                f"    K = {width}",
+                "    P = np.zeros((n, K))",
+                "    w = min(K, n)",
+                "    for j in range(w):",
+                "        P[j, j] = 1.0",
+                "    shape = x.shape + (K,)",
+                f"    d{i} = make_array(x.copy(), P.copy().reshape(shape))",
+                f"    out = user({call})",
+                "    m = output_size(out)",
+                "    vals = np.empty(m)",
+                "    jac = np.empty((m, n))",
+                "    write_output(out, vals, jac, 0, 0, w)",
+                "    for start in range(K, n, K):",
+                "        for j in range(K):",
+                "            P[start - K + j, j] = 0.0",
+                "        w = min(K, n - start)",
+                "        for j in range(w):",
+                "            P[start + j, j] = 1.0",
+                f"        d{i} = make_array(x.copy(), P.copy().reshape(shape))",
+                f"        out = user({call})",
+                "        write_output(out, vals, jac, 0, start, w)",
+            ]
+    elif mode == "jvp":
+        kinds = dict((k, kind) for kind, k in seeded)
+        params = []
+        for k in range(nargs):
+            params.append(f"a{k}")
+            if k in kinds:
+                params.append(f"t{k}")
+        lines.append(f"def run({', '.join(params)}):")
+        for k, kind in kinds.items():
+            lines += _seed_lines(kind, k, f"t{k}", 1)
+        call = ", ".join(f"d{k}" if k in kinds else f"a{k}" for k in range(nargs))
+        lines += [
+            f"    out = user({call})",
+            "    m = output_size(out)",
+            "    vals = np.empty(m)",
+            "    jac = np.empty((m, 1))",
+            "    write_output(out, vals, jac, 0, 0, 1)",
+        ]
+    else:
+        raise ValueError(f"unknown driver mode {mode!r}")
+    lines += [
+        "    code = np.empty(layout_size(out), np.int64)",
+        "    write_layout(out, code, 0)",
+        "    return vals, jac, code",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_lock = threading.Lock()
+_DRIVERS: dict[tuple, Any] = {}
+
+
+def _module_from_source(source: str, modname: str) -> Any:
+    directory = kernel_cache_directory() / "njit"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = Path(directory) / f"{modname}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[modname] = module
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return module
+
+
+_FINGERPRINTS: dict[int, tuple[Any, str]] = {}
+
+
+def _fingerprint(dispatcher: Any) -> str:
+    entry = _FINGERPRINTS.get(id(dispatcher))
+    if entry is None or entry[0] is not dispatcher:
+        entry = (dispatcher, source_fingerprint(dispatcher))
+        _FINGERPRINTS[id(dispatcher)] = entry
+    return entry[1]
+
+
+def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, int], ...],
+           width: int) -> Any:
+    """The compiled ``run`` of a driver for ``dispatcher`` (made, written and imported once)."""
+    rules = rule_fingerprint()
+    key = (id(dispatcher), mode, nargs, seeded, width, rules)
+    with _lock:
+        entry = _DRIVERS.get(key)
+        if entry is not None and entry[0] is dispatcher:
+            return entry[1]
+        qualname = getattr(dispatcher.py_func, "__qualname__", "f")
+        source = driver_source(mode, nargs=nargs, seeded=seeded, width=width,
+                               qualname=qualname)
+        digest = hashlib.sha256()
+        for part in (FORMAT_VERSION, numba.__version__, np.__version__, sys.version,
+                     _fingerprint(dispatcher), rules, source):
+            digest.update(part.encode() + b"\0")
+        modname = f"dualad_njit_{digest.hexdigest()[:24]}"
+        module = sys.modules.get(modname) or _module_from_source(source, modname)
+        module.user = dual_version(dispatcher)
+        _DRIVERS[key] = (dispatcher, module.run)
+        return module.run
+
+
+# -- errors in the user's words ---------------------------------------------------------
+
+_LOCATION = re.compile(r'File "([^"]+)", line (\d+):\n(?:>?\s*)(.*)')
+_SIGNATURE = re.compile(r">>> (.*)")
+_UNTYPED = re.compile(r"Untyped global name '([^']+)'")
+
+
+def _user_location(text: str) -> str:
+    here = str(Path(__file__).parent)
+    cache = str(kernel_cache_directory())
+    found = []
+    for path, line, src in _LOCATION.findall(text):
+        if path.startswith("<"):
+            continue
+        path = os.path.abspath(path)
+        if path.startswith(here) or path.startswith(cache):
+            continue
+        found.append(f'File "{path}", line {line}: {src.strip()}')
+    return found[-1] if found else ""
+
+
+def _readable(text: str) -> str:
+    text = re.sub(r"DualNumber\(width=\d+\)", "dual", text)
+    return re.sub(r"DualArray\(ndim=(\d+), width=\d+\)", r"dual array (\1-d)", text)
+
+
+def translate_error(exc: NumbaError, fname: str) -> Exception:
+    """A dualad error for a Numba error raised while compiling the dual version."""
+    text = str(exc)
+    where = _user_location(text)
+    at = f" at {where}" if where else ""
+    start = text.find(ERROR_MARKER)
+    if start >= 0:
+        end = text.find(" [end]", start)
+        message = text[start + len(ERROR_MARKER): end if end >= 0 else None]
+        if message.startswith("missing-rule: "):
+            return MissingRuleError(f"{fname}: {message[len('missing-rule: '):]}{at}.")
+        return NjitError(f"{fname}: {message}{at}.")
+    untyped = _UNTYPED.search(text)
+    if untyped:
+        return NjitError(
+            f"{fname}: the global {untyped.group(1)!r}{at} cannot be compiled by Numba; "
+            f"nopython code can call numpy, math, other @njit functions, and functions "
+            f"given a rule with ad.define_rule."
+        )
+    signature = _SIGNATURE.search(text)
+    if signature:
+        construct = _readable(signature.group(1).strip())
+    else:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()
+                 and not ln.startswith(("Failed in", "During:", "File ", "<source"))]
+        construct = _readable(lines[0]) if lines else type(exc).__name__
+    return NjitError(
+        f"{fname}: Numba cannot compile {construct}{at} for dual numbers (a value that "
+        f"depends on the differentiated input). Supported are arithmetic, comparisons, "
+        f"the math/np scalar functions that have derivative rules, np.empty_like/"
+        f"zeros_like/ones_like/copy of input-dependent arrays, element indexing and "
+        f"calls of other @njit functions; give a missing function a rule with "
+        f"ad.define_rule."
+    )
