@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from . import njit as _njit
 from .transforms import jacobian
 
 __all__ = ["ode_jacobian"]
@@ -36,6 +37,9 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     The result is the dense Jacobian ``df/dy`` of shape ``(n, n)``; ``t`` and ``args`` pass
     through undifferentiated. ``mode`` and ``chunk`` are those of :func:`dualad.jacobian`.
     """
+
+    if _njit.is_njit(f):  # a numba.njit right-hand side: compiled dual numbers
+        return _njit.ode_jacobian(f, chunk=chunk)
 
     def rhs_of_y(y: Any, t: Any, *args: Any) -> Any:
         return f(t, y, *args)

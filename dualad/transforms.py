@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import njit as _njit
 from .backward_pass import reverse_pass
 from .errors import ShapeError
 from .nodes import AbstractNode, Variable, as_differentiable
@@ -283,6 +284,8 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         array([[2., 0.],
                [0., 4.]])
     """
+    if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
+        return _njit.jacobian(f, argnums, chunk=chunk)
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError(f"jacobian: mode={mode!r}; use 'forward', 'reverse' or 'auto'.")
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):

@@ -58,7 +58,13 @@ user = None  # the dual version of the user's function, set before the first cal
 '''
 
 
-def _seed_lines(kind: str, k: int, tangent: str | None, width: int) -> list[str]:
+def _lift_lines(lifted: Sequence[int], width: int, indent: str) -> list[str]:
+    """Statements making ``d{k}``: float array ``a{k}`` with zero partials."""
+    return [f"{indent}d{k} = make_array(a{k}.copy(), np.zeros(a{k}.shape + ({width},)))"
+            for k in lifted]
+
+
+def _seed_lines(kind: str, k: int, tangent: str | None) -> list[str]:
     """Statements building ``d{k}`` from ``a{k}`` (and the tangent ``tangent``)."""
     if kind == "scalar":
         return [f"    d{k} = make_dual(a{k}, ({tangent},))"]
@@ -66,24 +72,26 @@ def _seed_lines(kind: str, k: int, tangent: str | None, width: int) -> list[str]
 
 
 def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], width: int,
-                  qualname: str = "f") -> str:
+                  lifted: Sequence[int] = (), qualname: str = "f") -> str:
     """Python source of a driver module.
 
     ``mode="jacobian"``: one seeded argument ``(kind, index)`` (kind ``"scalar"`` or
     ``"array"``), ``width`` directions per pass; ``run(a0, ..)`` returns ``(values,
     jacobian (m, n), layout)``. ``mode="jvp"``: every seeded argument takes its tangent
-    right after it (``run(a0, t0, a1)``), width 1.
+    right after it (``run(a0, t0, a1)``), width 1. The float arrays at ``lifted`` enter
+    as dual arrays with zero partials, so arrays allocated from them hold dual numbers.
     """
     lines = [_HEADER.format(mode=mode, qualname=qualname, width=width), "",
              "@numba.njit(cache=True)"]
     if mode == "jacobian":
         ((kind, i),) = seeded
         params = ", ".join(f"a{k}" for k in range(nargs))
-        call = ", ".join(f"d{k}" if k == i else f"a{k}" for k in range(nargs))
+        call = ", ".join(f"d{k}" if k == i or k in lifted else f"a{k}" for k in range(nargs))
         lines.append(f"def run({params}):")
         if kind == "scalar":
             lines += [
                 f"    d{i} = make_dual(a{i}, (1.0,))",
+                *_lift_lines(lifted, 1, "    "),
                 f"    out = user({call})",
                 "    m = output_size(out)",
                 "    vals = np.empty(m)",
@@ -101,6 +109,7 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
                 "        P[j, j] = 1.0",
                 "    shape = x.shape + (K,)",
                 f"    d{i} = make_array(x.copy(), P.copy().reshape(shape))",
+                *_lift_lines(lifted, width, "    "),
                 f"    out = user({call})",
                 "    m = output_size(out)",
                 "    vals = np.empty(m)",
@@ -113,6 +122,7 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
                 "        for j in range(w):",
                 "            P[start + j, j] = 1.0",
                 f"        d{i} = make_array(x.copy(), P.copy().reshape(shape))",
+                *_lift_lines(lifted, width, "        "),
                 f"        out = user({call})",
                 "        write_output(out, vals, jac, 0, start, w)",
             ]
@@ -125,8 +135,10 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
                 params.append(f"t{k}")
         lines.append(f"def run({', '.join(params)}):")
         for k, kind in kinds.items():
-            lines += _seed_lines(kind, k, f"t{k}", 1)
-        call = ", ".join(f"d{k}" if k in kinds else f"a{k}" for k in range(nargs))
+            lines += _seed_lines(kind, k, f"t{k}")
+        lines += _lift_lines(lifted, 1, "    ")
+        call = ", ".join(f"d{k}" if k in kinds or k in lifted else f"a{k}"
+                         for k in range(nargs))
         lines += [
             f"    out = user({call})",
             "    m = output_size(out)",
@@ -179,17 +191,17 @@ def _fingerprint(dispatcher: Any) -> str:
 
 
 def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, int], ...],
-           width: int) -> Any:
+           width: int, lifted: tuple[int, ...] = ()) -> Any:
     """The compiled ``run`` of a driver for ``dispatcher`` (made, written and imported once)."""
     rules = rule_fingerprint()
-    key = (id(dispatcher), mode, nargs, seeded, width, rules)
+    key = (id(dispatcher), mode, nargs, seeded, width, lifted, rules)
     with _lock:
         entry = _DRIVERS.get(key)
         if entry is not None and entry[0] is dispatcher:
             return entry[1]
         qualname = getattr(dispatcher.py_func, "__qualname__", "f")
         source = driver_source(mode, nargs=nargs, seeded=seeded, width=width,
-                               qualname=qualname)
+                               lifted=lifted, qualname=qualname)
         digest = hashlib.sha256()
         for part in (FORMAT_VERSION, numba.__version__, np.__version__, sys.version,
                      _fingerprint(dispatcher), rules, source):

@@ -93,6 +93,19 @@ def _seed(x: Any, what: str) -> tuple[str, Any, tuple[int, ...]]:
     return "array", np.ascontiguousarray(arr, dtype=np.float64), arr.shape
 
 
+def _lift(args: list[Any], seeded: Sequence[int]) -> tuple[int, ...]:
+    """Make the other float arrays C-contiguous float64 (in place in ``args``); their
+    indices: they enter as dual arrays with zero partials (so ``np.zeros_like(p)`` of a
+    parameter array can hold values that depend on the differentiated input)."""
+    lifted = []
+    for k, a in enumerate(args):
+        if k not in seeded and isinstance(a, np.ndarray) and a.ndim >= 1 \
+                and a.dtype.kind == "f":
+            args[k] = np.ascontiguousarray(a, dtype=np.float64)
+            lifted.append(k)
+    return tuple(lifted)
+
+
 def _split(tree: Any, vals: np.ndarray, jac: np.ndarray, in_shape: tuple[int, ...]
            ) -> tuple[Any, Any]:
     """Values and Jacobian blocks, rebuilt into the output's tuple structure."""
@@ -125,9 +138,11 @@ def _run(run: Callable[..., Any], call: Sequence[Any], fname: str) -> tuple:
 def _jacobian_of(f: Any, i: int, args: Sequence[Any], chunk: int | None, fname: str) -> Any:
     kind, x, in_shape = _seed(args[i], f"argument {i} of {fname}")
     width = 1 if kind == "scalar" else choose_width(x.size, chunk)
-    run = driver(f, "jacobian", nargs=len(args), seeded=((kind, i),), width=width)
     call = list(args)
     call[i] = x
+    lifted = _lift(call, (i,))
+    run = driver(f, "jacobian", nargs=len(args), seeded=((kind, i),), width=width,
+                 lifted=lifted)
     vals, jac, code = _run(run, call, fname)
     _, blocks = _split(decode_layout(code), vals, jac, in_shape)
     return blocks
@@ -203,8 +218,11 @@ def njit_derivative(f: Any) -> Callable[..., Any]:
                 f"{fname}: the input has shape {shape}; derivative needs a scalar. Use "
                 f"ad.jacobian(f) for array inputs or ad.jvp for a directional derivative."
             )
-        run = driver(f, "jvp", nargs=1 + len(args), seeded=(("scalar", 0),), width=1)
-        vals, jac, code = _run(run, [value, 1.0, *args], fname)
+        rest = list(args)
+        lifted = tuple(k + 1 for k in _lift(rest, ()))
+        run = driver(f, "jvp", nargs=1 + len(args), seeded=(("scalar", 0),), width=1,
+                     lifted=lifted)
+        vals, jac, code = _run(run, [value, 1.0, *rest], fname)
         return _split(decode_layout(code), vals, jac[:, 0], ())[1]
 
     return wrapped
