@@ -215,22 +215,43 @@ def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, i
 
 # -- errors in the user's words ---------------------------------------------------------
 
-_LOCATION = re.compile(r'File "([^"]+)", line (\d+):\n(?:>?\s*)(.*)')
+_LOCATION = re.compile(r'^File "([^"]+)", line (\d+):$')
 _SIGNATURE = re.compile(r">>> (.*)")
 _UNTYPED = re.compile(r"Untyped global name '([^']+)'")
+
+
+def _locations(text: str) -> list[tuple[str, str, str]]:
+    """``(path, line, source line)`` of each location Numba's report shows (the source
+    line is the one its caret marks)."""
+    lines = text.splitlines()
+    found = []
+    for k, line in enumerate(lines):
+        match = _LOCATION.match(line.strip())
+        if not match:
+            continue
+        source = ""
+        for j in range(k + 1, min(k + 40, len(lines))):
+            if lines[j].strip() == "^" or set(lines[j].strip()) == {"^"}:
+                source = lines[j - 1].strip()
+                break
+            if _LOCATION.match(lines[j].strip()) or lines[j].startswith("During:"):
+                source = lines[k + 1].strip() if k + 1 < len(lines) else ""
+                break
+        found.append((match.group(1), match.group(2), source))
+    return found
 
 
 def _user_location(text: str) -> str:
     here = str(Path(__file__).parent)
     cache = str(kernel_cache_directory())
     found = []
-    for path, line, src in _LOCATION.findall(text):
+    for path, line, src in _locations(text):
         if path.startswith("<"):
             continue
         path = os.path.abspath(path)
         if path.startswith(here) or path.startswith(cache):
             continue
-        found.append(f'File "{path}", line {line}: {src.strip()}')
+        found.append(f"line {line} of {path} (`{src}`)" if src else f"line {line} of {path}")
     return found[-1] if found else ""
 
 
@@ -243,18 +264,18 @@ def translate_error(exc: NumbaError, fname: str) -> Exception:
     """A dualad error for a Numba error raised while compiling the dual version."""
     text = str(exc)
     where = _user_location(text)
-    at = f" at {where}" if where else ""
+    head = f"{fname}, {where}" if where else fname
     start = text.find(ERROR_MARKER)
     if start >= 0:
         end = text.find(" [end]", start)
         message = text[start + len(ERROR_MARKER): end if end >= 0 else None]
         if message.startswith("missing-rule: "):
-            return MissingRuleError(f"{fname}: {message[len('missing-rule: '):]}{at}.")
-        return NjitError(f"{fname}: {message}{at}.")
+            return MissingRuleError(f"{head}: {message[len('missing-rule: '):]}.")
+        return NjitError(f"{head}: {message}.")
     untyped = _UNTYPED.search(text)
     if untyped:
         return NjitError(
-            f"{fname}: the global {untyped.group(1)!r}{at} cannot be compiled by Numba; "
+            f"{head}: the global {untyped.group(1)!r} cannot be compiled by Numba; "
             f"nopython code can call numpy, math, other @njit functions, and functions "
             f"given a rule with ad.define_rule."
         )
@@ -266,10 +287,9 @@ def translate_error(exc: NumbaError, fname: str) -> Exception:
                  and not ln.startswith(("Failed in", "During:", "File ", "<source"))]
         construct = _readable(lines[0]) if lines else type(exc).__name__
     return NjitError(
-        f"{fname}: Numba cannot compile {construct}{at} for dual numbers (a value that "
-        f"depends on the differentiated input). Supported are arithmetic, comparisons, "
-        f"the math/np scalar functions that have derivative rules, np.empty_like/"
-        f"zeros_like/ones_like/copy of input-dependent arrays, element indexing and "
-        f"calls of other @njit functions; give a missing function a rule with "
-        f"ad.define_rule."
+        f"{head}: Numba cannot compile {construct} for dual numbers (values that depend "
+        f"on the differentiated input). Supported are arithmetic, comparisons, the "
+        f"math/np scalar functions that have derivative rules, np.empty_like/zeros_like/"
+        f"ones_like/copy of such arrays, element indexing and calls of other @njit "
+        f"functions; give a missing function a rule with ad.define_rule."
     )
