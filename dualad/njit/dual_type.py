@@ -43,6 +43,7 @@ from numba.extending import (
 __all__ = [
     "DualArrayType",
     "DualType",
+    "CREATION_STANDINS",
     "ERROR_MARKER",
     "OVERLOAD_OPTIONS",
     "is_dual",
@@ -472,11 +473,46 @@ def _dual_real(a):
 # -- array creation --------------------------------------------------------------------
 
 
+# Numba's own np.empty_like & co. accept any argument (a non-array becomes a 0-d array
+# of it), and which of two matching overloads wins depends on import order. So the dual
+# versions of user functions call these stand-ins instead (see dualad.njit.recompile):
+# dual arrays get dual arrays, everything else goes to numpy's functions.
+
+
+def empty_like(a, dtype=None):  # pragma: no cover - replaced by its overload
+    """``np.empty_like`` in recompiled code."""
+    return np.empty_like(a, dtype)
+
+
+def zeros_like(a, dtype=None):  # pragma: no cover - replaced by its overload
+    """``np.zeros_like`` in recompiled code."""
+    return np.zeros_like(a, dtype)
+
+
+def ones_like(a, dtype=None):  # pragma: no cover - replaced by its overload
+    """``np.ones_like`` in recompiled code."""
+    return np.ones_like(a, dtype)
+
+
+def copy(a):  # pragma: no cover - replaced by its overload
+    """``np.copy`` in recompiled code."""
+    return np.copy(a)
+
+
+#: numpy's array-creation functions and their stand-ins in recompiled code.
+CREATION_STANDINS = {np.empty_like: empty_like, np.zeros_like: zeros_like,
+                     np.ones_like: ones_like, np.copy: copy}
+
+
 def _creation(kind: str):
+    numpy_fn = getattr(np, kind)
+
     def typer(a, dtype=None):
         if not isinstance(a, DualArrayType):
-            return None
-        if not (dtype is None or isinstance(dtype, types.Omitted | types.NoneType)):
+            if dtype is None or isinstance(dtype, (types.Omitted, types.NoneType)):
+                return lambda a, dtype=None: numpy_fn(a)
+            return lambda a, dtype=None: numpy_fn(a, dtype)
+        if not (dtype is None or isinstance(dtype, (types.Omitted, types.NoneType))):
             raise user_error(
                 f"np.{kind}(x, dtype=...) of {_describe(a)}: leave dtype out, so the "
                 f"new array holds dual numbers"
@@ -488,26 +524,23 @@ def _creation(kind: str):
         elif kind == "zeros_like":
             def impl(a, dtype=None):
                 return make(np.zeros_like(a.values), np.zeros_like(a.partials))
-        elif kind == "ones_like":
-            def impl(a, dtype=None):
-                return make(np.ones_like(a.values), np.zeros_like(a.partials))
         else:
             def impl(a, dtype=None):
-                return make(a.values.copy(), a.partials.copy())
+                return make(np.ones_like(a.values), np.zeros_like(a.partials))
         return impl
 
     return typer
 
 
-overload(np.empty_like, jit_options=OVERLOAD_OPTIONS)(_creation("empty_like"))
-overload(np.zeros_like, jit_options=OVERLOAD_OPTIONS)(_creation("zeros_like"))
-overload(np.ones_like, jit_options=OVERLOAD_OPTIONS)(_creation("ones_like"))
+overload(empty_like, jit_options=OVERLOAD_OPTIONS)(_creation("empty_like"))
+overload(zeros_like, jit_options=OVERLOAD_OPTIONS)(_creation("zeros_like"))
+overload(ones_like, jit_options=OVERLOAD_OPTIONS)(_creation("ones_like"))
 
 
-@overload(np.copy, jit_options=OVERLOAD_OPTIONS)
+@overload(copy, jit_options=OVERLOAD_OPTIONS)
 def _dual_array_np_copy(a):
     if not isinstance(a, DualArrayType):
-        return None
+        return lambda a: np.copy(a)
     make = dual_array_maker(a.width)
     return lambda a: make(a.values.copy(), a.partials.copy())
 

@@ -32,6 +32,7 @@ from numba.core.registry import CPUDispatcher
 
 from ..operators import Operator
 from ..rule_generator import get_rule
+from .dual_type import CREATION_STANDINS
 from .rule_overloads import user_rule_stub
 
 __all__ = ["dual_version", "jit_options", "source_fingerprint"]
@@ -39,6 +40,19 @@ __all__ = ["dual_version", "jit_options", "source_fingerprint"]
 _lock = threading.RLock()
 _VERSIONS: dict[int, tuple[Any, Any]] = {}  # id(dispatcher) -> (dispatcher, dual version)
 _STUBS: dict[int, tuple[Any, Any, Any]] = {}  # id(global) -> (global, rule, stub)
+
+
+def _numpy_standin() -> pytypes.ModuleType:
+    """A module like numpy whose array-creation functions are the dual-aware stand-ins."""
+    module = pytypes.ModuleType("numpy")
+    module.__dict__.update(np.__dict__)
+    for fn, standin in CREATION_STANDINS.items():
+        setattr(module, fn.__name__, standin)
+    return module
+
+
+_NUMPY = _numpy_standin()
+_STANDINS = {id(fn): standin for fn, standin in CREATION_STANDINS.items()}
 
 
 def _names(code: pytypes.CodeType) -> Iterator[str]:
@@ -111,6 +125,12 @@ def dual_version(dispatcher: CPUDispatcher) -> CPUDispatcher:
         for name in set(_names(py.__code__)):
             obj = namespace.get(name)
             if obj is None:
+                continue
+            if obj is np:
+                namespace[name] = _NUMPY
+                continue
+            if id(obj) in _STANDINS and any(obj is fn for fn in CREATION_STANDINS):
+                namespace[name] = _STANDINS[id(obj)]
                 continue
             if isinstance(obj, CPUDispatcher):
                 namespace[name] = dual_version(obj)

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import builtins
+import hashlib
 import math
 import operator
 import threading
@@ -33,8 +34,9 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ..rule_generator import derivative_kind, get_rule, register_tables, rules
+from ..rule_generator import derivative_kind, get_rule, on_rule_registered, register_tables
 from ..rule_language import NUMBA_UFUNCS, OUTPUT_NAME, numba_scalar_source
+from ..rule_tables import TABLES, table_path
 from .dual_type import (
     OVERLOAD_OPTIONS,
     DualType,
@@ -123,12 +125,39 @@ def _rule_for(module: str, name: str) -> Any:
     return get_rule(getattr(scipy.special, name))
 
 
+def _tables_text() -> str:
+    return "\n".join(table_path(stem).read_text() for stem in sorted(TABLES))
+
+
+_USER_RULES: dict[str, str] = {}
+_FINGERPRINT: dict[str, Any] = {"digest": None}
+
+
+def _note_rule(rule: Any) -> None:
+    if rule.source == "<user>":
+        texts = "; ".join(d.text for d in rule.expressions)
+        _USER_RULES[rule.name] = f"{rule.name}({', '.join(rule.arg_names)}): {texts}"
+        _FINGERPRINT["digest"] = None
+
+
 def rule_fingerprint() -> str:
-    """Text that changes when any registered rule changes (part of the disk-cache key)."""
-    return "\n".join(
-        f"{r.name}({', '.join(r.arg_names)}): {'; '.join(d.text for d in r.expressions)}"
-        for r in rules()
-    )
+    """A digest that changes when a rule changes (part of the disk-cache key): of the
+    built-in tables' files and of the rules defined at run time.
+
+    Example:
+        >>> len(rule_fingerprint())
+        64
+    """
+    digest = _FINGERPRINT["digest"]
+    if digest is None:
+        h = hashlib.sha256(_tables_text().encode())
+        for name in sorted(_USER_RULES):
+            h.update(b"\0" + _USER_RULES[name].encode())
+        digest = _FINGERPRINT["digest"] = h.hexdigest()
+    return digest
+
+
+on_rule_registered(_note_rule)
 
 
 _lock = threading.Lock()

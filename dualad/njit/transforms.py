@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -106,16 +107,31 @@ def _lift(args: list[Any], seeded: Sequence[int]) -> tuple[int, ...]:
     return tuple(lifted)
 
 
-def _split(tree: Any, vals: np.ndarray, jac: np.ndarray, in_shape: tuple[int, ...]
+_LAYOUTS: dict[bytes, Any] = {}
+
+
+def _tree(code: np.ndarray) -> Any:
+    key = code.tobytes()
+    tree = _LAYOUTS.get(key)
+    if tree is None:
+        tree = _LAYOUTS[key] = decode_layout(code)
+    return tree
+
+
+def _split(code: np.ndarray, vals: np.ndarray, jac: np.ndarray, in_shape: tuple[int, ...]
            ) -> tuple[Any, Any]:
     """Values and Jacobian blocks, rebuilt into the output's tuple structure."""
+    tree = _tree(code)
+    if tree[0] == "leaf":
+        shape = tree[1]
+        return vals.reshape(shape), jac.reshape(shape + in_shape)
     row = 0
 
     def build(node: Any) -> tuple[Any, Any]:
         nonlocal row
         if node[0] == "leaf":
             shape = node[1]
-            size = int(np.prod(shape, dtype=np.int64))
+            size = math.prod(shape)
             v = vals[row: row + size].reshape(shape)
             j = jac[row: row + size].reshape(shape + in_shape)
             row += size
@@ -144,7 +160,7 @@ def _jacobian_of(f: Any, i: int, args: Sequence[Any], chunk: int | None, fname: 
     run = driver(f, "jacobian", nargs=len(args), seeded=((kind, i),), width=width,
                  lifted=lifted)
     vals, jac, code = _run(run, call, fname)
-    _, blocks = _split(decode_layout(code), vals, jac, in_shape)
+    _, blocks = _split(code, vals, jac, in_shape)
     return blocks
 
 
@@ -202,7 +218,7 @@ def njit_jvp(f: Any, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
         call += [x, tv]
     run = driver(f, "jvp", nargs=len(primals), seeded=tuple(seeded), width=1)
     vals, jac, code = _run(run, call, fname)
-    return _split(decode_layout(code), vals, jac[:, 0], ())
+    return _split(code, vals, jac[:, 0], ())
 
 
 def njit_derivative(f: Any) -> Callable[..., Any]:
@@ -223,7 +239,7 @@ def njit_derivative(f: Any) -> Callable[..., Any]:
         run = driver(f, "jvp", nargs=1 + len(args), seeded=(("scalar", 0),), width=1,
                      lifted=lifted)
         vals, jac, code = _run(run, [value, 1.0, *rest], fname)
-        return _split(decode_layout(code), vals, jac[:, 0], ())[1]
+        return _split(code, vals, jac[:, 0], ())[1]
 
     return wrapped
 
