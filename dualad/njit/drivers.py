@@ -10,7 +10,7 @@ chunk width, the rules and the versions, so a new process finds the compiled cod
 
 Example:
     >>> src = driver_source("jacobian", nargs=2, seeded=(("array", 0),), width=4)
-    >>> "def run(a0, a1):" in src
+    >>> "def run(a0, p0, q0, a1):" in src
     True
 """
 
@@ -51,105 +51,104 @@ import numba
 import numpy as np
 
 from dualad.njit.dual_type import dual_array_maker, make_dual
-from dualad.njit.outputs import layout_size, output_size, write_layout, write_output
+from dualad.njit.outputs import (
+    fresh_copy,
+    layout_size,
+    output_size,
+    write_layout,
+    write_output,
+)
 
 make_array = dual_array_maker({width})
 user = None  # the dual version of the user's function, set before the first call
 '''
 
 
-def _lift_lines(lifted: Sequence[int], width: int, indent: str) -> list[str]:
-    """Statements making ``d{k}``: float array ``a{k}`` with zero partials."""
-    return [f"{indent}d{k} = make_array(a{k}.copy(), np.zeros(a{k}.shape + ({width},)))"
-            for k in lifted]
-
-
-def _seed_lines(kind: str, k: int, tangent: str | None) -> list[str]:
-    """Statements building ``d{k}`` from ``a{k}`` (and the tangent ``tangent``)."""
-    if kind == "scalar":
-        return [f"    d{k} = make_dual(a{k}, ({tangent},))"]
-    return [f"    d{k} = make_array(a{k}.copy(), {tangent}.reshape(a{k}.shape + (1,)).copy())"]
+def _fresh(name: str, partials: str) -> str:
+    """A new dual array from copies of ``name`` and ``partials`` (the user may write into
+    an argument; every pass starts from the seed)."""
+    return f"make_array(fresh_copy({name}), fresh_copy({partials}))"
 
 
 def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], width: int,
                   lifted: Sequence[int] = (), qualname: str = "f") -> str:
     """Python source of a driver module.
 
-    ``mode="jacobian"``: one seeded argument ``(kind, index)`` (kind ``"scalar"`` or
-    ``"array"``), ``width`` directions per pass; ``run(a0, ..)`` returns ``(values,
-    jacobian (m, n), layout)``. ``mode="jvp"``: every seeded argument takes its tangent
-    right after it (``run(a0, t0, a1)``), width 1. The float arrays at ``lifted`` enter
-    as dual arrays with zero partials, so arrays allocated from them hold dual numbers.
+    Parameters of ``run``: each argument ``a{k}``; after a differentiated array its
+    partials buffer ``p{k}`` (shape ``a.shape + (width,)``, zeros) and, for the Jacobian,
+    the same buffer as ``(n, width)`` (``q{k}``); after a lifted float array (entering
+    with zero partials, so arrays allocated from it hold dual numbers) its zero partials
+    ``z{k}``; for ``mode="jvp"`` the tangent ``t{k}`` after each differentiated argument
+    (arrays: shaped ``a.shape + (1,)``). ``run`` returns ``(values, jacobian flattened
+    (m * n), layout code)``. ``mode="jacobian"`` has one differentiated argument
+    ``(kind, index)``, kind ``"scalar"`` or ``"array"``, seeded ``width`` directions per
+    pass.
     """
     lines = [_HEADER.format(mode=mode, qualname=qualname, width=width), "",
              "@numba.njit(cache=True)"]
-    if mode == "jacobian":
-        ((kind, i),) = seeded
-        params = ", ".join(f"a{k}" for k in range(nargs))
-        call = ", ".join(f"d{k}" if k == i or k in lifted else f"a{k}" for k in range(nargs))
-        lines.append(f"def run({params}):")
-        if kind == "scalar":
-            lines += [
-                f"    d{i} = make_dual(a{i}, (1.0,))",
-                *_lift_lines(lifted, 1, "    "),
-                f"    out = user({call})",
-                "    m = output_size(out)",
-                "    vals = np.empty(m)",
-                "    jac = np.empty((m, 1))",
-                "    write_output(out, vals, jac, 0, 0, 1)",
-            ]
-        else:
-            lines += [
-                f"    x = a{i}",
-                "    n = x.size",
-                f"    K = {width}",
-                "    P = np.zeros((n, K))",
-                "    w = min(K, n)",
-                "    for j in range(w):",
-                "        P[j, j] = 1.0",
-                "    shape = x.shape + (K,)",
-                f"    d{i} = make_array(x.copy(), P.copy().reshape(shape))",
-                *_lift_lines(lifted, width, "    "),
-                f"    out = user({call})",
-                "    m = output_size(out)",
-                "    vals = np.empty(m)",
-                "    jac = np.empty((m, n))",
-                "    write_output(out, vals, jac, 0, 0, w)",
-                "    for start in range(K, n, K):",
-                "        for j in range(K):",
-                "            P[start - K + j, j] = 0.0",
-                "        w = min(K, n - start)",
-                "        for j in range(w):",
-                "            P[start + j, j] = 1.0",
-                f"        d{i} = make_array(x.copy(), P.copy().reshape(shape))",
-                *_lift_lines(lifted, width, "        "),
-                f"        out = user({call})",
-                "        write_output(out, vals, jac, 0, start, w)",
-            ]
-    elif mode == "jvp":
-        kinds = dict((k, kind) for kind, k in seeded)
-        params = []
+    kinds = {k: kind for kind, k in seeded}
+    params = []
+    for k in range(nargs):
+        params.append(f"a{k}")
+        if mode == "jvp" and k in kinds:
+            params.append(f"t{k}")
+        elif kinds.get(k) == "array":
+            params += [f"p{k}", f"q{k}"]
+        if k in lifted:
+            params.append(f"z{k}")
+    lines.append(f"def run({', '.join(params)}):")
+    call = ", ".join(f"d{k}" if k in kinds or k in lifted else f"a{k}" for k in range(nargs))
+
+    def make_args(indent: str) -> list[str]:
+        out = []
         for k in range(nargs):
-            params.append(f"a{k}")
-            if k in kinds:
-                params.append(f"t{k}")
-        lines.append(f"def run({', '.join(params)}):")
-        for k, kind in kinds.items():
-            lines += _seed_lines(kind, k, f"t{k}")
-        lines += _lift_lines(lifted, 1, "    ")
-        call = ", ".join(f"d{k}" if k in kinds or k in lifted else f"a{k}"
-                         for k in range(nargs))
+            if mode == "jvp" and kinds.get(k) == "scalar":
+                out.append(f"{indent}d{k} = make_dual(a{k}, (t{k},))")
+            elif mode == "jvp" and kinds.get(k) == "array":
+                out.append(f"{indent}d{k} = {_fresh(f'a{k}', f't{k}')}")
+            elif kinds.get(k) == "scalar":
+                out.append(f"{indent}d{k} = make_dual(a{k}, (1.0,))")
+            elif kinds.get(k) == "array":
+                out.append(f"{indent}d{k} = {_fresh(f'a{k}', f'p{k}')}")
+            if k in lifted:
+                out.append(f"{indent}d{k} = {_fresh(f'a{k}', f'z{k}')}")
+        return out
+
+    finish = [
+        "    m = output_size(out)",
+        "    vals = np.empty(m)",
+        "    jac = np.empty(m * n)",
+        "    write_output(out, vals, jac, 0, 0, w, n)",
+    ]
+    if mode == "jacobian" and kinds[seeded[0][1]] == "array":
+        i = seeded[0][1]
         lines += [
+            f"    P = q{i}",
+            "    n = P.shape[0]",
+            f"    K = {width}",
+            "    w = min(K, n)",
+            "    for j in range(w):",
+            "        P[j, j] = 1.0",
+            *make_args("    "),
             f"    out = user({call})",
-            "    m = output_size(out)",
-            "    vals = np.empty(m)",
-            "    jac = np.empty((m, 1))",
-            "    write_output(out, vals, jac, 0, 0, 1)",
+            *finish,
+            "    for start in range(K, n, K):",
+            "        for j in range(K):",
+            "            P[start - K + j, j] = 0.0",
+            "        w = min(K, n - start)",
+            "        for j in range(w):",
+            "            P[start + j, j] = 1.0",
+            *make_args("        "),
+            f"        out = user({call})",
+            "        write_output(out, vals, jac, 0, start, w, n)",
         ]
+    elif mode in ("jacobian", "jvp"):
+        lines += [*make_args("    "), f"    out = user({call})", "    n = 1", "    w = 1",
+                  *finish]
     else:
         raise ValueError(f"unknown driver mode {mode!r}")
     lines += [
-        "    code = np.empty(layout_size(out), np.int64)",
+        "    code = np.empty(layout_size(out))",
         "    write_layout(out, code, 0)",
         "    return vals, jac, code",
     ]

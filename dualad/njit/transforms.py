@@ -151,16 +151,33 @@ def _run(run: Callable[..., Any], call: Sequence[Any], fname: str) -> tuple:
         raise error from None
 
 
+def _call(args: Sequence[Any], extra: dict[int, list[Any]], lifted: Sequence[int],
+          width: int) -> list[Any]:
+    """The driver's arguments: each argument, then its ``extra`` buffers, then (for a
+    lifted float array) its zero partials."""
+    call: list[Any] = []
+    for k, a in enumerate(args):
+        call.append(a)
+        call += extra.get(k, [])
+        if k in lifted:
+            call.append(np.zeros(a.shape + (width,)))
+    return call
+
+
 def _jacobian_of(f: Any, i: int, args: Sequence[Any], chunk: int | None, fname: str) -> Any:
     kind, x, in_shape = _seed(args[i], f"argument {i} of {fname}")
     width = 1 if kind == "scalar" else choose_width(x.size, chunk)
-    call = list(args)
-    call[i] = x
-    lifted = _lift(call, (i,))
+    values = list(args)
+    values[i] = x
+    lifted = _lift(values, (i,))
+    extra: dict[int, list[Any]] = {}
+    if kind == "array":
+        seed = np.zeros(x.shape + (width,))
+        extra[i] = [seed, seed.reshape(x.size, width)]
     run = driver(f, "jacobian", nargs=len(args), seeded=((kind, i),), width=width,
                  lifted=lifted)
-    vals, jac, code = _run(run, call, fname)
-    _, blocks = _split(code, vals, jac, in_shape)
+    vals, jac, code = _run(run, _call(values, extra, lifted, width), fname)
+    _, blocks = _split(code, vals, jac.reshape(vals.size, -1), in_shape)
     return blocks
 
 
@@ -215,10 +232,10 @@ def njit_jvp(f: Any, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
                 f"tangents are shaped like primals."
             )
         seeded.append((kind, k))
-        call += [x, tv]
+        call += [x, tv if kind == "scalar" else tv.reshape(shape + (1,))]
     run = driver(f, "jvp", nargs=len(primals), seeded=tuple(seeded), width=1)
     vals, jac, code = _run(run, call, fname)
-    return _split(code, vals, jac[:, 0], ())
+    return _split(code, vals, jac, ())
 
 
 def njit_derivative(f: Any) -> Callable[..., Any]:
@@ -238,8 +255,9 @@ def njit_derivative(f: Any) -> Callable[..., Any]:
         lifted = tuple(k + 1 for k in _lift(rest, ()))
         run = driver(f, "jvp", nargs=1 + len(args), seeded=(("scalar", 0),), width=1,
                      lifted=lifted)
-        vals, jac, code = _run(run, [value, 1.0, *rest], fname)
-        return _split(code, vals, jac[:, 0], ())[1]
+        call = [value, 1.0, *_call(rest, {}, tuple(k - 1 for k in lifted), 1)]
+        vals, jac, code = _run(run, call, fname)
+        return _split(code, vals, jac, ())[1]
 
     return wrapped
 
