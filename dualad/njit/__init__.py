@@ -36,9 +36,11 @@ def is_njit(f: Any) -> bool:
         >>> is_njit(len)
         False
     """
-    numba = sys.modules.get("numba")
-    if numba is None:
+    if "numba" not in sys.modules:
         return False
+    if "dualad.njit.traced_arguments" not in sys.modules:
+        # Numba is in use: make @njit calls on dualad's traced values a clear error.
+        importlib.import_module("dualad.njit.traced_arguments")
     registry = sys.modules.get("numba.core.registry")
     return registry is not None and isinstance(f, registry.CPUDispatcher)
 

@@ -113,6 +113,22 @@ def test_nesting_under_a_numpy_mode_transform_says_what_to_do():
         ad.grad(lambda x: ad.derivative(square)(x))(1.0)
 
 
+def test_plain_python_calling_njit_on_traced_values_says_to_pass_the_njit_function():
+    @numba.njit
+    def square_all(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * x[i]
+        return out
+
+    for transform in (ad.jacobian, lambda g: ad.jacobian(g, mode="reverse")):
+        with pytest.raises(ad.DualadError, match="Differentiate the @njit function itself"):
+            transform(lambda x: square_all(x) + 1.0)(np.ones(2))
+    # ... and passing the @njit function itself works
+    np.testing.assert_allclose(ad.jacobian(square_all)(np.array([1.0, 3.0])),
+                               np.diag([2.0, 6.0]))
+
+
 def _softplus(x):
     return np.log1p(np.exp(x))
 
