@@ -15,7 +15,7 @@ Example:
     >>> try:
     ...     ad.grad(lambda x: square(x))(1.0)
     ... except ad.DualadError as exc:
-    ...     print(str(exc)[:45])
+    ...     print(str(exc)[:42])
     an @njit function was called with a dualad
 """
 
