@@ -52,22 +52,22 @@ import numpy as np
 
 from dualad.njit.dual_type import dual_array_maker, make_dual
 from dualad.njit.outputs import (
-    fresh_copy,
     layout_size,
     output_size,
     write_layout,
     write_output,
 )
 
-make_array = dual_array_maker({width})
+make_input = dual_array_maker({width}, True)  # arguments: read-only, shared by all passes
 user = None  # the dual version of the user's function, set before the first call
 '''
 
 
 def _fresh(name: str, partials: str) -> str:
-    """A new dual array from copies of ``name`` and ``partials`` (the user may write into
-    an argument; every pass starts from the seed)."""
-    return f"make_array(fresh_copy({name}), fresh_copy({partials}))"
+    """The argument ``name`` as a read-only dual array with the partials ``partials``
+    (read-only: the buffers are shared by every pass, so the user's code may not write
+    into them)."""
+    return f"make_input({name}, {partials})"
 
 
 def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], width: int,
@@ -79,8 +79,8 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
     the same buffer as ``(n, width)`` (``q{k}``); after a lifted float array (entering
     with zero partials, so arrays allocated from it hold dual numbers) its zero partials
     ``z{k}``; for ``mode="jvp"`` the tangent ``t{k}`` after each differentiated argument
-    (arrays: shaped ``a.shape + (1,)``). ``run`` returns ``(values, jacobian flattened
-    (m * n), layout code)``. ``mode="jacobian"`` has one differentiated argument
+    (arrays: shaped ``a.shape + (1,)``). ``run`` returns one float array: the length ``L``
+    of the layout code, the code, the ``m`` output values, the ``(m, n)`` Jacobian. ``mode="jacobian"`` has one differentiated argument
     ``(kind, index)``, kind ``"scalar"`` or ``"array"``, seeded ``width`` directions per
     pass.
     """
@@ -116,9 +116,13 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
 
     finish = [
         "    m = output_size(out)",
-        "    vals = np.empty(m)",
-        "    jac = np.empty(m * n)",
-        "    write_output(out, vals, jac, 0, 0, w, n)",
+        "    L = layout_size(out)",
+        "    res = np.empty(1 + L + m + m * n)",
+        "    res[0] = L",
+        "    write_layout(out, res, 1)",
+        "    voff = 1 + L",
+        "    joff = 1 + L + m",
+        "    write_output(out, res, voff, joff, 0, 0, w, n)",
     ]
     if mode == "jacobian" and kinds[seeded[0][1]] == "array":
         i = seeded[0][1]
@@ -140,18 +144,14 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
             "            P[start + j, j] = 1.0",
             *make_args("        "),
             f"        out = user({call})",
-            "        write_output(out, vals, jac, 0, start, w, n)",
+            "        write_output(out, res, voff, joff, 0, start, w, n)",
         ]
     elif mode in ("jacobian", "jvp"):
         lines += [*make_args("    "), f"    out = user({call})", "    n = 1", "    w = 1",
                   *finish]
     else:
         raise ValueError(f"unknown driver mode {mode!r}")
-    lines += [
-        "    code = np.empty(layout_size(out))",
-        "    write_layout(out, code, 0)",
-        "    return vals, jac, code",
-    ]
+    lines.append("    return res")
     return "\n".join(lines) + "\n"
 
 
@@ -256,7 +256,7 @@ def _user_location(text: str) -> str:
 
 def _readable(text: str) -> str:
     text = re.sub(r"DualNumber\(width=\d+\)", "dual", text)
-    return re.sub(r"DualArray\(ndim=(\d+), width=\d+\)", r"dual array (\1-d)", text)
+    return re.sub(r"DualArray\(ndim=(\d+), width=\d+(, readonly)?\)", r"dual array (\1-d)", text)
 
 
 def translate_error(exc: NumbaError, fname: str) -> Exception:

@@ -96,12 +96,27 @@ class DualType(types.Type):
 class DualArrayType(types.Type):
     """An array of dual numbers: ``.values`` (ndim, C) and ``.partials`` (ndim + 1, C)."""
 
-    def __init__(self, ndim: int, width: int) -> None:
+    def __init__(self, ndim: int, width: int, readonly: bool = False) -> None:
         self.ndim = int(ndim)
         self.width = int(width)
+        self.readonly = bool(readonly)
         self.values_type = types.Array(types.float64, self.ndim, "C")
         self.partials_type = types.Array(types.float64, self.ndim + 1, "C")
-        super().__init__(name=f"DualArray(ndim={self.ndim}, width={self.width})")
+        flag = ", readonly" if self.readonly else ""
+        super().__init__(name=f"DualArray(ndim={self.ndim}, width={self.width}{flag})")
+
+    def unify(self, typingctx, other):
+        """A variable holding the (read-only) input or a new array is read-only."""
+        if isinstance(other, DualArrayType) and (other.ndim, other.width) == (
+                self.ndim, self.width):
+            return DualArrayType(self.ndim, self.width, self.readonly or other.readonly)
+        return None
+
+    def can_convert_to(self, typingctx, other):
+        if isinstance(other, DualArrayType) and (other.ndim, other.width) == (
+                self.ndim, self.width) and (other.readonly or not self.readonly):
+            return Conversion.safe
+        return None
 
 
 def is_dual(t: types.Type) -> bool:
@@ -160,7 +175,7 @@ def make_dual(typingctx, value, partials):
     return sig, codegen
 
 
-def _dual_array_maker(width: int):
+def _dual_array_maker(width: int, readonly: bool):
     @intrinsic
     def make(typingctx, values, partials):
         if not (
@@ -169,7 +184,7 @@ def _dual_array_maker(width: int):
             and partials.ndim == values.ndim + 1
         ):
             return None
-        rtype = DualArrayType(values.ndim, width)
+        rtype = DualArrayType(values.ndim, width, readonly)
         sig = rtype(values, partials)
 
         def codegen(context, builder, signature, args):
@@ -185,15 +200,24 @@ def _dual_array_maker(width: int):
     return make
 
 
-_ARRAY_MAKERS: dict[int, object] = {}
+_ARRAY_MAKERS: dict[tuple[int, bool], object] = {}
 
 
-def dual_array_maker(width: int):
-    """The intrinsic ``make(values, partials)`` building a ``DualArrayType(ndim, width)``."""
-    maker = _ARRAY_MAKERS.get(width)
+def dual_array_maker(width: int, readonly: bool = False):
+    """The intrinsic ``make(values, partials)`` building a ``DualArrayType(ndim, width)``.
+
+    ``readonly`` arrays (the arguments: their buffers are shared by every pass) cannot be
+    written into; arrays made from them by ``np.empty_like`` & co. can.
+    """
+    maker = _ARRAY_MAKERS.get((width, readonly))
     if maker is None:
-        maker = _ARRAY_MAKERS[width] = _dual_array_maker(width)
+        maker = _ARRAY_MAKERS[(width, readonly)] = _dual_array_maker(width, readonly)
     return maker
+
+
+@lower_cast(DualArrayType, DualArrayType)
+def _dual_array_to_readonly(context, builder, fromty, toty, val):
+    return val
 
 
 # -- generated element access ------------------------------------------------------------
@@ -428,6 +452,13 @@ def _dual_array_setitem(a, i, d):
         )
     if not isinstance(a, DualArrayType):
         return None
+    if a.readonly:
+        raise user_error(
+            "the function writes into one of its arguments (the array being "
+            "differentiated, or another float array argument); differentiated code "
+            "treats arguments as read-only: copy the array first (y = x.copy()) and "
+            "write into the copy"
+        )
     index = _index_expr(a.ndim, i)
     if index is None:
         raise user_error(

@@ -17,14 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from numba import types
 from numba.extending import overload
 
 from .dual_type import OVERLOAD_OPTIONS, DualArrayType, DualType, user_error
 
-__all__ = ["decode_layout", "fresh_copy", "layout_size", "output_size", "write_layout",
-           "write_output"]
+__all__ = ["decode_layout", "layout_size", "output_size", "write_layout", "write_output"]
 
 
 def output_size(out):  # pragma: no cover - replaced by its overload in compiled code
@@ -32,14 +30,10 @@ def output_size(out):  # pragma: no cover - replaced by its overload in compiled
     raise NotImplementedError
 
 
-def write_output(out, vals, jac, row, col, width, n):  # pragma: no cover
-    """Write ``out``'s values at ``vals[row:]`` and partials ``0..width-1`` at
-    ``jac[row:, col:col+width]`` (``jac`` flattened, ``n`` columns); return the next row."""
-    raise NotImplementedError
-
-
-def fresh_copy(a):  # pragma: no cover
-    """A C-contiguous copy of the float64 array ``a``."""
+def write_output(out, res, voff, joff, row, col, width, n):  # pragma: no cover
+    """Write ``out``'s values at ``res[voff + row:]`` and partials ``0..width-1`` into the
+    Jacobian flattened at ``res[joff:]`` (``n`` columns), at rows ``row..`` and columns
+    ``col..col+width``; return the next row."""
     raise NotImplementedError
 
 
@@ -90,87 +84,65 @@ def _output_size(out):
 
 
 @overload(write_output, jit_options=OVERLOAD_OPTIONS)
-def _write_output(out, vals, jac, row, col, width, n):
+def _write_output(out, res, voff, joff, row, col, width, n):
     if isinstance(out, DualType):
-        def impl(out, vals, jac, row, col, width, n):
-            vals[row] = out.v
+        def impl(out, res, voff, joff, row, col, width, n):
+            res[voff + row] = out.v
             p = out.p
-            base = row * n + col
+            base = joff + row * n + col
             for j in range(width):
-                jac[base + j] = p[j]
+                res[base + j] = p[j]
             return row + 1
         return impl
     if isinstance(out, (types.Number, types.Boolean)):
-        def impl(out, vals, jac, row, col, width, n):
-            vals[row] = out
-            base = row * n + col
+        def impl(out, res, voff, joff, row, col, width, n):
+            res[voff + row] = out
+            base = joff + row * n + col
             for j in range(width):
-                jac[base + j] = 0.0
+                res[base + j] = 0.0
             return row + 1
         return impl
     if isinstance(out, DualArrayType) and out.ndim == 1:
-        def impl(out, vals, jac, row, col, width, n):
+        def impl(out, res, voff, joff, row, col, width, n):
             v = out.values
             p = out.partials
             for i in range(v.shape[0]):
-                vals[row + i] = v[i]
-                base = (row + i) * n + col
+                res[voff + row + i] = v[i]
+                base = joff + (row + i) * n + col
                 for j in range(width):
-                    jac[base + j] = p[i, j]
+                    res[base + j] = p[i, j]
             return row + v.shape[0]
         return impl
     if isinstance(out, DualArrayType):
-        def impl(out, vals, jac, row, col, width, n):
+        def impl(out, res, voff, joff, row, col, width, n):
             size = out.values.size
             v = out.values.reshape(size)
             p = out.partials.reshape(size, out.partials.shape[-1])
             for i in range(size):
-                vals[row + i] = v[i]
-                base = (row + i) * n + col
+                res[voff + row + i] = v[i]
+                base = joff + (row + i) * n + col
                 for j in range(width):
-                    jac[base + j] = p[i, j]
+                    res[base + j] = p[i, j]
             return row + size
         return impl
     if _plain_array(out):
-        def impl(out, vals, jac, row, col, width, n):
+        def impl(out, res, voff, joff, row, col, width, n):
             size = out.size
             v = out.ravel()
             for i in range(size):
-                vals[row + i] = v[i]
-                base = (row + i) * n + col
+                res[voff + row + i] = v[i]
+                base = joff + (row + i) * n + col
                 for j in range(width):
-                    jac[base + j] = 0.0
+                    res[base + j] = 0.0
             return row + size
         return impl
     if isinstance(out, types.BaseTuple):
         return _tuple_source(
-            "write_output", "out, vals, jac, row, col, width, n",
-            "row = write_output(out[{i}], vals, jac, row, col, width, n)",
+            "write_output", "out, res, voff, joff, row, col, width, n",
+            "row = write_output(out[{i}], res, voff, joff, row, col, width, n)",
             len(out.types), "pass", "row",
         )
     raise _unsupported(out)
-
-
-@overload(fresh_copy, jit_options=OVERLOAD_OPTIONS)
-def _fresh_copy(a):
-    if not isinstance(a, types.Array):
-        return None
-    if a.ndim == 1:
-        def impl(a):
-            b = np.empty_like(a)
-            for i in range(a.shape[0]):
-                b[i] = a[i]
-            return b
-        return impl
-    if a.ndim == 2:
-        def impl(a):
-            b = np.empty_like(a)
-            for i in range(a.shape[0]):
-                for j in range(a.shape[1]):
-                    b[i, j] = a[i, j]
-            return b
-        return impl
-    return lambda a: a.copy()
 
 
 def _ndim(out: types.Type) -> int | None:

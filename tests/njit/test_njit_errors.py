@@ -158,3 +158,17 @@ def test_define_rule_function_called_inside_njit_code_uses_its_rule():
     np.testing.assert_allclose(jac, numpy_mode, rtol=1e-13)
     np.testing.assert_allclose(ad.jvp(calls_a_user_rule, (x,), (np.ones(3),))[1],
                                expected.sum(axis=1), rtol=1e-13)
+
+
+@numba.njit
+def writes_into_its_argument(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * 2.0
+    return x
+
+
+def test_writing_into_the_differentiated_argument_says_to_copy_it():
+    with pytest.raises(ad.DualadError) as info:
+        ad.jacobian(writes_into_its_argument)(np.ones(3))
+    message = str(info.value)
+    assert "x.copy()" in message and "x[i] = x[i] * 2.0" in message
