@@ -125,7 +125,7 @@ def test_branches_helpers_and_tuple_output():
 
 
 def test_jacobian_with_respect_to_a_scalar_argument_and_argnums_tuple():
-    x = np.array([0.4, -0.8, 1.3])
+    x = np.array([0.4, -0.8, 1.3, 0.2, -0.5])
     d_c = ad.jacobian(branches_and_helpers, argnums=1)(x, 3.0)
     np.testing.assert_allclose(d_c[0], _fd(lambda c: branches_and_helpers.py_func(x, c)[0],
                                            3.0), rtol=1e-6, atol=1e-7)
@@ -183,11 +183,11 @@ def test_jvp_matches_jacobian_times_tangent():
 
 
 def test_jvp_with_two_primals_and_a_tuple_output():
-    x = np.array([0.2, -0.5, 0.8])
+    x = np.array([0.2, -0.5, 0.8, 1.1, -0.3])
     (out, total), (t_out, t_total) = ad.jvp(branches_and_helpers, (x, 3.0),
-                                            (np.ones(3), 0.5))
+                                            (np.ones(5), 0.5))
     expected_out = ad.jacobian(branches_and_helpers, argnums=(0, 1))(x, 3.0)
-    np.testing.assert_allclose(t_out, expected_out[0][0] @ np.ones(3) + 0.5 * expected_out[1][0],
+    np.testing.assert_allclose(t_out, expected_out[0][0] @ np.ones(5) + 0.5 * expected_out[1][0],
                                rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(t_total, expected_out[0][1].sum() + 0.5 * expected_out[1][1],
                                rtol=1e-13, atol=1e-13)
