@@ -6,6 +6,18 @@ compiled again with a dual-number type whose arithmetic and ``math``/``np`` func
 generated from the rules tables; the whole Jacobian is computed by one compiled driver,
 cached on disk. This package imports Numba only when such a function is differentiated.
 
+Inside the function (and the ``@njit`` helpers it calls), values that depend on the
+differentiated input are dual numbers. They support arithmetic, comparisons (branches
+follow the values), ``abs``/``min``/``max``, the ``math`` and ``np`` scalar functions that
+have derivative rules (and functions given one with ``ad.define_rule``), element indexing
+``x[i]`` / ``x[i, j]``, ``len``/``.shape``/``.size``, and ``np.empty_like`` /
+``np.zeros_like`` / ``np.ones_like`` / ``np.copy`` / ``.copy()`` of such arrays. Arguments
+are read-only (copy one before writing into it); a dual written into a plain float array
+(``np.empty(n)``) is an error that says to allocate with ``np.empty_like(x)``. Other float
+array arguments enter with zero derivatives, so arrays allocated from them may hold
+duals. Whole-array expressions on dual arrays (``x * 2``, ``np.sum(x)``) are not
+supported: write the loop.
+
 Example:
     >>> import numba, numpy as np, dualad as ad
     >>> @numba.njit
