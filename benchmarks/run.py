@@ -21,6 +21,7 @@ NAMES = [
     "op_chain",
     "sigmoid",
     "lorenz96",
+    "njit_lorenz96",
     "brusselator2d",
     "stiff_ode",
     "sparse_brusselator",

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from . import njit as _njit
 from .api import jacobian
 from .sparse.ode import ode_sparsity, sparse_ode_jacobian
 
@@ -40,8 +41,15 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     :func:`dualad.sparse.sparse_jacobian`). ``jac.sparsity(t0, y0, *args)`` gives the
     boolean pattern for ``solve_ivp(..., jac_sparsity=)``.
     """
+    if _njit.is_njit(f):  # a numba.njit right-hand side: compiled dual numbers
+        if sparse:
+            raise ValueError(
+                "ode_jacobian(f, sparse=True): f is a numba.njit function, whose Jacobian is "
+                "computed densely by compiled dual numbers; drop sparse=True, or pass the "
+                "plain numpy function (f.py_func) for a sparse Jacobian."
+            )
+        return _njit.ode_jacobian(f, chunk=chunk)
     if sparse:
-
         return sparse_ode_jacobian(f, mode=mode)
 
     def rhs_of_y(y: Any, t: Any, *args: Any) -> Any:
