@@ -41,7 +41,8 @@ __all__ = [
 
 
 def as_differentiable(x: Any, what: str = "argument") -> Any:
-    """``x`` as a float64 array (ints and bools promoted); traced values pass unchanged."""
+    """``x`` as a float64 (or complex128) array, ints and bools promoted; traced values pass
+    unchanged."""
     if isinstance(x, Traced):
         return x
     arr = np.asarray(x)
@@ -49,12 +50,8 @@ def as_differentiable(x: Any, what: str = "argument") -> Any:
     if kind in "fiub":
         return arr.astype(np.float64, copy=False) if kind != "f" or arr.dtype != np.float64 \
             else arr
-    if kind == "c":
-        raise TypeError(
-            f"dualad: the {what} is complex ({arr.dtype}, shape {arr.shape}); complex "
-            f"differentiation is not supported yet. Split it into real and imaginary parts "
-            f"(x.real, x.imag) and differentiate with respect to those."
-        )
+    if kind == "c":  # reverse mode and jvp (JAX's convention, see numpy_rules.complex_parts)
+        return arr.astype(np.complex128, copy=False)
     raise TypeError(
         f"dualad: cannot differentiate with respect to an {what} of dtype {arr.dtype} "
         f"(shape {arr.shape}, type {type(x).__name__}); pass float arrays or numbers."
@@ -68,7 +65,7 @@ def is_differentiable_output(out: Any) -> bool:
         return True
     if t is np.ndarray:
         return out.dtype.kind in "fc"
-    if isinstance(out, (np.floating, Traced)):
+    if isinstance(out, (np.floating, np.complexfloating, complex, Traced)):
         return True
     if isinstance(out, np.ndarray):
         return out.dtype.kind in "fc"

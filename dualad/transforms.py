@@ -161,6 +161,12 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[...,
                 f"{shape}; reduce it (e.g. np.sum) or use ad.jacobian(f) / ad.vjp(f, x) "
                 f"for non-scalar outputs."
             )
+        if getattr(getattr(out, "dtype", None), "kind", "f") == "c" or type(out) is complex:
+            raise TypeError(
+                f"{fname}: grad needs a real-valued output, but the function returned a "
+                f"complex number; differentiate np.real / np.abs of it, or use ad.vjp (a "
+                f"cotangent of 1 gives f'(z) for a holomorphic f)."
+            )
         leaf_grads: dict[int, Any] = {}
         if isinstance(out, AbstractNode) and out.level == inputs.level:
             leaf_grads = reverse_pass({id(out): (out, np.float64(1.0))})
@@ -213,12 +219,17 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
                 f"{fname}: the cotangent has {len(cot_leaves)} leaves but the output has "
                 f"{len(out_leaves)}; pass a cotangent with the output's structure."
             )
-        cot_leaves = [c if isinstance(c, Traced) else np.asarray(c, dtype=np.float64)
-                      for c in cot_leaves]
+        cot_leaves = [c if isinstance(c, Traced) else _cotangent_array(c) for c in cot_leaves]
         seeds = _seeds(out_leaves, cot_leaves, level)
         return tuple(inputs.gradients(reverse_pass(seeds) if seeds else {}))
 
     return values, pullback
+
+
+def _cotangent_array(c: Any) -> np.ndarray:
+    """A cotangent as float64, or complex128 for a complex one."""
+    c = np.asarray(c)
+    return c.astype(np.complex128 if c.dtype.kind == "c" else np.float64, copy=False)
 
 
 def _jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
