@@ -15,7 +15,7 @@ Example:
     >>> import numpy as np, dualad as ad
     >>> x = np.array([1.0, 2.0, 0.5, -1.0])
     >>> ad.grad(lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 2))(x)
-    array([ 7., 12.,  3., -2.])
+    array([ 7., 10.,  5., -2.])
 """
 
 from __future__ import annotations
