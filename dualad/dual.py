@@ -310,6 +310,10 @@ class Dual(Traced, NumpyOverloads):
         found, out = _on_values_if_constant(op, args, kwargs)
         if found:
             return out
+        from .rule_generator import load_deferred_tables  # the generator imports this module
+
+        if load_deferred_tables():  # e.g. scipy.special's table, imported after dualad
+            return call_rule(forward, op, *args, **kwargs)
         raise MissingRuleError(missing_rule_message(op, args, "forward"))
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:

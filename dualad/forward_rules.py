@@ -93,6 +93,10 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
                     continue
                 term = p * _column(d)
                 single = False
+            elif kind == "none":
+                from .rule_generator import not_differentiable_message
+
+                raise MissingRuleError(not_differentiable_message(rule, i))
             else:
                 continue
             if acc is None:

@@ -396,10 +396,13 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
         return unary
 
     def body(grad: Any, output: Any, args: tuple) -> tuple:
+        needed = _gradients_needed() if "none" in kinds else None
         ds = derivatives(*args, output) if need else ()
         result = []
         for i, (kind, a) in enumerate(zip(kinds, args)):
             if kind == "none":
+                if needed is not None and i < len(needed) and needed[i]:
+                    raise MissingRuleError(not_differentiable_message(rule, i))
                 result.append(None)
             elif kind == "zero":
                 result.append(np.zeros(shape_of(a)))
@@ -420,6 +423,29 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
             return body(grad, output, args)
 
     return nary
+
+
+def _gradients_needed() -> list[bool] | None:
+    from .backward_pass import gradients_needed  # the reverse pass imports the generator
+
+    return gradients_needed()
+
+
+def not_differentiable_message(rule: ElementwiseRule, index: int) -> str:
+    """The error for differentiating ``rule.function`` in an argument it has no rule for."""
+    if rule.numpy_name is not None:
+        label = f"np.{rule.name}"
+    elif str(rule.source).endswith("scipy_special.toml"):
+        label = f"scipy.special.{rule.name}"
+    else:
+        label = rule.name
+    arg = rule.arg_names[index]
+    return (
+        f"dualad: {label} is not differentiable in its argument {arg!r} "
+        f"(argument {index}; no closed-form derivative is known). Pass a constant there "
+        f"(a plain number or array), and differentiate with respect to the other "
+        f"arguments only."
+    )
 
 
 def _register_gradient(rule: ElementwiseRule) -> None:

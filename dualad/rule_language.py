@@ -72,6 +72,8 @@ SCIPY_FUNCTIONS = frozenset(
         "erf", "erfc", "erfcx", "erfinv", "erfcinv", "gamma", "gammaln", "digamma",
         "polygamma", "expit", "logit", "log_expit", "xlogy", "xlog1py", "i0", "i1", "i0e",
         "i1e", "j0", "j1", "y0", "y1", "k0", "k1", "ndtr", "ndtri", "log_ndtr",
+        "betaln", "iv", "ive", "jv", "yv", "kv", "kve", "k0e", "k1e", "ellipk", "ellipe",
+        "expn",
     )
 )
 
