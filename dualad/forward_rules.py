@@ -93,7 +93,7 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
                     continue
                 term = p * _column(d)
                 single = False
-            elif kind == "none":
+            elif kind == "refuse":
                 from .rule_generator import not_differentiable_message
 
                 raise MissingRuleError(not_differentiable_message(rule, i))

@@ -38,6 +38,7 @@ from .errors import MissingRuleError, RuleTableError
 from .numpy_bridge import shape_of
 from .operators import Broadcasted, Operator, function_key
 from .rule_language import (
+    NO_CLOSED_FORM,
     Derivative,
     check_arg_names,
     compile_derivatives,
@@ -355,9 +356,10 @@ def operator_type(f: Callable[..., Any]) -> type:
 
 
 def derivative_kind(d: Derivative) -> str:
-    """How a rule uses a derivative: ``none``, ``zero``, ``one``, ``minus_one`` or ``expr``."""
+    """How a rule uses a derivative: ``none``, ``refuse`` (no closed form), ``zero``, ``one``,
+    ``minus_one`` or ``expr``."""
     if d.tree is None:
-        return "none"
+        return "refuse" if d.text == NO_CLOSED_FORM else "none"
     if d.constant == 0.0:
         return "zero"
     if d.constant == 1.0:
@@ -396,12 +398,12 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
         return unary
 
     def body(grad: Any, output: Any, args: tuple) -> tuple:
-        needed = _gradients_needed() if "none" in kinds else None
+        needed = _gradients_needed() if "refuse" in kinds else None
         ds = derivatives(*args, output) if need else ()
         result = []
         for i, (kind, a) in enumerate(zip(kinds, args)):
-            if kind == "none":
-                if needed is not None and i < len(needed) and needed[i]:
+            if kind == "none" or kind == "refuse":
+                if kind == "refuse" and needed is not None and i < len(needed) and needed[i]:
                     raise MissingRuleError(not_differentiable_message(rule, i))
                 result.append(None)
             elif kind == "zero":
@@ -441,8 +443,8 @@ def not_differentiable_message(rule: ElementwiseRule, index: int) -> str:
         label = rule.name
     arg = rule.arg_names[index]
     return (
-        f"dualad: {label} is not differentiable in its argument {arg!r} "
-        f"(argument {index}; no closed-form derivative is known). Pass a constant there "
+        f"dualad: {label} has no closed-form derivative in its argument {arg!r} "
+        f"(argument {index}), so dualad cannot differentiate it there. Pass a constant there "
         f"(a plain number or array), and differentiate with respect to the other "
         f"arguments only."
     )
