@@ -69,6 +69,10 @@ def _logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
         out = np.squeeze(out, axis=axes)
         if return_sign:
             sign = np.squeeze(sign, axis=axes)
+    elif ndim_of(a) == 0:  # scipy keeps one dimension for a 0-d input
+        out = np.reshape(out, (1,))
+        if return_sign:
+            sign = np.reshape(sign, (1,))
     return (out, sign) if return_sign else out
 
 
