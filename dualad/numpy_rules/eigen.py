@@ -22,8 +22,8 @@ Example:
     >>> import numpy as np, dualad as ad
     >>> a = np.array([[2.0, 1.0], [0.0, 3.0]])
     >>> ad.jacobian(lambda a: np.linalg.eigvals(a))(a)[0]
-    array([[1., 0.],
-           [0., 0.]])
+    array([[ 1.,  0.],
+           [-1.,  0.]])
 """
 
 from __future__ import annotations
