@@ -186,7 +186,10 @@ def register_rule_forward(rule: Any) -> None:
         register_forward(op_type, types, method)
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
-        register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+        from .rule_generator import derivative_kind
+
+        if all(derivative_kind(d) != "refuse" for d in rule.expressions):  # impl raises
+            register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
 
 
 _installed = False
