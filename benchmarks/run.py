@@ -25,6 +25,7 @@ NAMES = [
     "stiff_ode",
     "memory",
     "kernels",
+    "spectral",
     "import_time",
 ]
 THREAD_VARS = (

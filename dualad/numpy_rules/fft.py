@@ -5,7 +5,7 @@ Every transform is linear, so its tangent is the transform of the partials and i
 gradient the transpose (JAX's convention for complex values, see
 :mod:`dualad.numpy_rules.complex_parts`): the DFT matrix is symmetric, so ``fft``'s
 gradient is ``fft`` of the cotangent (same ``norm``), cropped or zero-padded back to the
-input's length where ``n`` resized it. ``rfft`` embeds its half spectrum into a full one;
+input's length where ``n`` resized it. ``rfft``'s gradient is an ``irfft`` of the cotangent;
 ``irfft`` reads a Hermitian spectrum, so its gradient weighs each frequency by how often it
 appears in the full spectrum (twice, except the zero and Nyquist frequencies) and ignores the
 imaginary parts numpy ignores. The n-D real transforms, ``fft2`` / ``rfft2`` / ``irfft2``,
@@ -106,8 +106,11 @@ def _rfft(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
     n, axis, norm = _one_axis(a, args, kwargs, "rfft")
     m = shape_of(a)[axis]
     n = m if n is None else int(n)
-    full = _fft.fft(_resize(grad, n, axis), None, axis, norm)
-    return (np.real(_resize(full, m, axis)),) + (None,) * len(args)
+    # Re(sum_k g_k w^-jk) over the half spectrum, as an irfft of conj(g) / c (c: the
+    # Hermitian weights irfft applies), with the scaling of the opposite norm
+    half = np.conjugate(grad) / _hermitian_weights(n, axis, ndim_of(a))
+    g = _fft.irfft(half, n, axis, _swap_direction(norm))
+    return (_resize(g, m, axis),) + (None,) * len(args)
 
 
 @tangent_rule(_fft.rfft)
