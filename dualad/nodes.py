@@ -22,7 +22,7 @@ import numpy as np
 
 from .dispatch import call_rule, forward
 from .numpy_bridge import NumpyOverloads
-from .operators import Method, Operator
+from .operators import Broadcasted, Method, Operator
 from .tracing import Traced, recording_paused
 
 __all__ = [
@@ -95,6 +95,9 @@ class AbstractNode(Traced, NumpyOverloads):
             return out
         if type(op) not in _HAS_GRADIENT:
             _require_gradient_rule(op, out, values)
+        refused = _REFUSED.get(type(op), ())
+        if refused:
+            _refuse_traced(op, refused, args, level)
         if _MUTABLE_MADE:
             args, kwargs = _current_states(args, kwargs)
         node = CachedNode.recorded(op, args, kwargs, out, level)
@@ -385,6 +388,25 @@ def _require_gradient_rule(op: Operator, out: Any, values: tuple) -> None:
     if method is gradient._f:
         raise MissingRuleError(missing_rule_message(op, values, "reverse"))
     _HAS_GRADIENT.add(type(op))
+    if isinstance(op, Broadcasted):
+        from .rule_generator import refused_positions
+
+        _REFUSED[type(op)] = refused_positions(op.f) or ()
+
+
+# Elementwise operator types -> arguments whose derivative has no closed form (a table's
+# "no closed form"): a traced value there is refused when the call is recorded.
+_REFUSED: dict[type, tuple[int, ...]] = {}
+
+
+def _refuse_traced(op: Operator, positions: tuple[int, ...], args: tuple, level: int) -> None:
+    for i in positions:
+        a = args[i] if i < len(args) else None
+        if isinstance(a, AbstractNode) and a.level == level:
+            from .errors import MissingRuleError
+            from .rule_generator import get_rule, not_differentiable_message
+
+            raise MissingRuleError(not_differentiable_message(get_rule(op.f), i))
 
 
 def _is_fallback(function: Any, method: Any) -> bool:
@@ -392,8 +414,6 @@ def _is_fallback(function: Any, method: Any) -> bool:
     (such a method only raises, after trying to load deferred rules tables)."""
     if getattr(method, "__module__", None) != "dualad.rule_generator":
         return False
-    from .operators import Broadcasted
-
     for m in function.methods:
         if m.implementation is method:
             return m.signature.types[0] in (Operator, Broadcasted, Method)

@@ -59,6 +59,8 @@ __all__ = [
     "get_rule",
     "kernel_cache_directory",
     "load_deferred_tables",
+    "refused_positions",
+    "not_differentiable_message",
     "on_rule_registered",
     "register_elementwise_rule",
     "register_tables",
@@ -398,13 +400,10 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
         return unary
 
     def body(grad: Any, output: Any, args: tuple) -> tuple:
-        needed = _gradients_needed() if "refuse" in kinds else None
         ds = derivatives(*args, output) if need else ()
         result = []
         for i, (kind, a) in enumerate(zip(kinds, args)):
-            if kind == "none" or kind == "refuse":
-                if kind == "refuse" and needed is not None and i < len(needed) and needed[i]:
-                    raise MissingRuleError(not_differentiable_message(rule, i))
+            if kind == "none" or kind == "refuse":  # "refuse": recording raised already
                 result.append(None)
             elif kind == "zero":
                 result.append(np.zeros(shape_of(a)))
@@ -427,10 +426,12 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     return nary
 
 
-def _gradients_needed() -> list[bool] | None:
-    from .backward_pass import gradients_needed  # the reverse pass imports the generator
-
-    return gradients_needed()
+def refused_positions(f: Callable[..., Any]) -> tuple[int, ...] | None:
+    """The arguments of ``f`` whose derivative has no closed form (``None``: no rule)."""
+    rule = get_rule(f)
+    if rule is None:
+        return None
+    return tuple(i for i, d in enumerate(rule.expressions) if derivative_kind(d) == "refuse")
 
 
 def not_differentiable_message(rule: ElementwiseRule, index: int) -> str:
