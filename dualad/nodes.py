@@ -81,6 +81,11 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        if kwargs and isinstance(op, Method) \
+                and any(isinstance(v, AbstractNode) for v in kwargs.values()):
+            # e.g. a primitive called with a traced keyword: rules give one gradient per
+            # positional argument, so the node moves to its positional slot
+            args, kwargs = _traced_keywords_positional(op.f, args, kwargs)
         values = tuple([
             a._primal() if isinstance(a, AbstractNode) and a.level == level
             else (primal_at(a, level) if type(a) in (list, tuple) else a)

@@ -151,11 +151,6 @@ def primitive(f: F, *, elementwise: bool = False) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if innermost(args, kwargs) is None:
             return f(*args, **kwargs)
-        if kwargs and any(isinstance(v, Traced) for v in kwargs.values()):
-            # rules give one gradient per positional argument: a traced keyword moves
-            from .nodes import _traced_keywords_positional  # nodes imports this module
-
-            args, kwargs = _traced_keywords_positional(f, args, kwargs)
         return apply_operator(op, args, kwargs)
 
     op = kind.instance(wrapper)
