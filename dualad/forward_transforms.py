@@ -140,7 +140,14 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
             value = _prepare(pv, f"primal {i} of {fname}", complex_ok=True)
             if not isinstance(tv, Traced):
                 tv = np.asarray(tv)
-                tv = tv.astype(np.complex128 if tv.dtype.kind == "c" else np.float64)
+                real_primal = not np.iscomplexobj(value)
+                if tv.dtype.kind == "c" and real_primal:
+                    raise TypeError(
+                        f"{fname}: a tangent of primal {i} is complex but the primal is "
+                        f"real; pass a complex primal (x.astype(complex)) for complex "
+                        f"directions."
+                    )
+                tv = tv.astype(np.float64 if real_primal else np.complex128)
             if shape_of(tv) != shape_of(value):
                 raise ShapeError(
                     f"{fname}: a tangent of primal {i} has shape {shape_of(tv)} but the "

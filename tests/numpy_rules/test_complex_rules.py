@@ -135,6 +135,11 @@ def test_errors():
         ad.grad(lambda z: np.sum(z * z))(z)
     with pytest.raises(TypeError, match="needs complex inputs"):
         ad.grad(lambda x: np.sum(x * x), holomorphic=True)(rand(2))
+    with pytest.raises(TypeError, match="tangent of primal 0 is complex"):
+        ad.jvp(np.exp, (rand(2),), (z,))
+    # a real tangent of a complex primal is a complex direction with zero imaginary part
+    out, tangent = ad.jvp(np.exp, (z,), (np.ones(2),))
+    np.testing.assert_allclose(tangent, np.exp(z))
 
 
 jax = pytest.importorskip("jax", reason="JAX is the oracle for these tests")
