@@ -49,7 +49,6 @@ def dropin(original: Callable[..., Any]) -> Callable[[F], F]:
             return original(*args, **kwargs)
 
         call.__doc__ = (traced.__doc__ or "") + f"\n\nDrop-in for ``{_qualified(original)}``."
-        del call.__wrapped__  # inspect.signature shows the traced implementation's
         return call  # type: ignore[return-value]
 
     return decorate
