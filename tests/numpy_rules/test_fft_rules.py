@@ -118,7 +118,7 @@ def test_spectral_derivative_program():
     lambda x: np.real(F.fft(x * np.exp(1j * x))),
     lambda x: np.abs(F.fftn(np.reshape(x, (2, 3)) ** 2, norm="ortho")).ravel(),
     lambda x: F.hfft(F.ihfft(x ** 3), 6),
-    lambda x: F.irfftn(F.rfftn(np.reshape(x, (2, 3)) ** 2) * (1 + 1j), s=(2, 3)).ravel(),
+    lambda x: F.irfftn(F.rfftn(np.reshape(x, (2, 3)) ** 2) * (1 + 1j), s=(2, 3), axes=(0, 1)).ravel(),
     lambda x: np.abs(F.rfft2(np.reshape(x, (3, 2)), norm="ortho")).ravel() ** 2,
     lambda x: F.fftshift(x ** 2) * F.ifftshift(x),
 ], ids=["abs_rfft", "irfft_square", "fft_phase", "fftn", "hfft_ihfft", "rfftn_irfftn", "rfft2",
