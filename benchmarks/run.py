@@ -27,6 +27,7 @@ NAMES = [
     "sparse_brusselator",
     "memory",
     "kernels",
+    "spectral",
     "import_time",
 ]
 THREAD_VARS = (

@@ -23,7 +23,7 @@ from .core.arguments import Argnums, normalize_argnums
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten
 from .forward.transforms import jacobian_forward
-from .reverse.transforms import grad, jacobian_reverse
+from .reverse.transforms import check_complex_inputs, grad, jacobian_reverse
 
 __all__ = ["jacobian", "hessian"]
 
@@ -31,11 +31,13 @@ MODES = ("auto", "forward", "reverse")
 
 
 def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
-             chunk: int | None = None) -> Callable[..., Any]:
+             chunk: int | None = None, holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
 
     ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
-    or ``"auto"`` (forward when the input is not larger than the output).
+    or ``"auto"`` (forward when the input is not larger than the output). Complex inputs
+    need ``holomorphic=True`` (``f`` complex-differentiable; the result is ``df/dz``,
+    computed in reverse mode); complex outputs of real inputs are fine in both modes.
 
     Example:
         >>> import numpy as np, dualad as ad
@@ -54,13 +56,14 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = normalize_argnums(argnums, len(args), fname)
-        chosen = mode
+        check_complex_inputs(args, nums, holomorphic, fname)
+        chosen = "reverse" if holomorphic else mode
         if chosen == "auto":
             chosen = _auto_mode(f, nums, args, kwargs)
         if chosen == "forward":
             results = jacobian_forward(f, nums, args, kwargs, chunk, fname)
         else:
-            results = jacobian_reverse(f, nums, args, kwargs, fname)
+            results = jacobian_reverse(f, nums, args, kwargs, fname, holomorphic)
         return results[0] if single else tuple(results)
 
     return wrapped

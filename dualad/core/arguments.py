@@ -34,7 +34,8 @@ Argnums = int | Sequence[int]
 
 
 def as_differentiable(x: Any, what: str = "argument") -> Any:
-    """``x`` as a float64 array (ints and bools promoted); traced values pass unchanged."""
+    """``x`` as a float64 (or complex128) array, ints and bools promoted; traced values pass
+    unchanged."""
     if isinstance(x, Traced):
         return x
     arr = np.asarray(x)
@@ -42,12 +43,8 @@ def as_differentiable(x: Any, what: str = "argument") -> Any:
     if kind in "fiub":
         return arr.astype(np.float64, copy=False) if kind != "f" or arr.dtype != np.float64 \
             else arr
-    if kind == "c":
-        raise TypeError(
-            f"dualad: the {what} is complex ({arr.dtype}, shape {arr.shape}); complex "
-            f"differentiation is not supported yet. Split it into real and imaginary parts "
-            f"(x.real, x.imag) and differentiate with respect to those."
-        )
+    if kind == "c":  # reverse mode and jvp (JAX's convention, see numpy_rules.complex_parts)
+        return arr.astype(np.complex128, copy=False)
     raise TypeError(
         f"dualad: cannot differentiate with respect to an {what} of dtype {arr.dtype} "
         f"(shape {arr.shape}, type {type(x).__name__}); pass float arrays or numbers."
@@ -61,7 +58,7 @@ def is_differentiable_output(out: Any) -> bool:
         return True
     if t is np.ndarray:
         return out.dtype.kind in "fc"
-    if isinstance(out, (np.floating, Traced)):
+    if isinstance(out, (np.floating, np.complexfloating, complex, Traced)):
         return True
     if isinstance(out, np.ndarray):
         return out.dtype.kind in "fc"
@@ -115,7 +112,11 @@ def to_user(x: Any) -> Any:
     """A result as handed back to users: plain numpy unless it is traced by an outer level."""
     if isinstance(x, Traced):
         return x
-    return np.asarray(x, dtype=np.float64) if not isinstance(x, np.ndarray) else x
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (complex, np.complexfloating)):
+        return np.asarray(x, dtype=np.complex128)
+    return np.asarray(x, dtype=np.float64)
 
 
 def check_output(out: Any, fname: str) -> None:

@@ -172,6 +172,17 @@ class NumpyOverloads:
     def T(self) -> Any:
         return np.transpose(self)
 
+    @property
+    def real(self) -> Any:
+        return np.real(self)
+
+    @property
+    def imag(self) -> Any:
+        return np.imag(self)
+
+    def conj(self) -> Any:
+        return np.conjugate(self)
+
     def __len__(self) -> int:
         shape = self.shape
         if not shape:

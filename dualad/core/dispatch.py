@@ -23,10 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import plum
 
 from .errors import MissingRuleError
@@ -180,8 +182,14 @@ def _function_label(op: Operator) -> str:
     if owner is not None and hasattr(owner, "nin"):
         return f"np.{owner.__name__}.{name}"
     module = getattr(f, "__module__", None)
+    special = sys.modules.get("scipy.special")
+    if hasattr(f, "nin") and getattr(np, name, None) is not f and special is not None \
+            and getattr(special, name, None) is f:
+        return f"scipy.special.{name}"
     if module in (None, "numpy") or hasattr(f, "nin"):
         return f"np.{name}"
+    if module in ("numpy.fft", "numpy.linalg"):  # np.fft.fft, np.linalg.eig
+        return f"np.{module.removeprefix('numpy.')}.{name}"
     return name
 
 

@@ -33,6 +33,7 @@ from ..core.errors import RuleTableError
 __all__ = [
     "FUNCTIONS",
     "NOT_DIFFERENTIABLE",
+    "NO_CLOSED_FORM",
     "NUMBA_UFUNCS",
     "OUTPUT_NAME",
     "SCIPY_FUNCTIONS",
@@ -50,6 +51,8 @@ __all__ = [
 
 #: The marker, in a table or in ``define_rule``, of an argument with no derivative.
 NOT_DIFFERENTIABLE = "not differentiable"
+#: A derivative that exists but has no closed form: asking for it is an error.
+NO_CLOSED_FORM = "no closed form"
 
 #: The name of the function's output value inside an expression.
 OUTPUT_NAME = "y"
@@ -72,6 +75,8 @@ SCIPY_FUNCTIONS = frozenset(
         "erf", "erfc", "erfcx", "erfinv", "erfcinv", "gamma", "gammaln", "digamma",
         "polygamma", "expit", "logit", "log_expit", "xlogy", "xlog1py", "i0", "i1", "i0e",
         "i1e", "j0", "j1", "y0", "y1", "k0", "k1", "ndtr", "ndtri", "log_ndtr",
+        "betaln", "iv", "ive", "jv", "yv", "kv", "kve", "k0e", "k1e", "ellipk", "ellipe",
+        "expn",
     )
 )
 
@@ -299,7 +304,8 @@ def parse_expression(
     table: str = "<user>",
     entry: str = "?",
 ) -> Derivative:
-    """Check one derivative expression; ``None`` or ``"not differentiable"`` mark no derivative.
+    """Check one derivative expression; ``None`` or ``"not differentiable"`` mark no derivative
+    (a zero gradient); ``"no closed form"`` one that differentiating raises MissingRuleError.
 
     Example:
         >>> parse_expression("cos(x)", ("x",)).names
@@ -307,6 +313,8 @@ def parse_expression(
     """
     if text is None or (isinstance(text, str) and text.strip() == NOT_DIFFERENTIABLE):
         return Derivative(NOT_DIFFERENTIABLE, None, frozenset(), None)
+    if isinstance(text, str) and text.strip() == NO_CLOSED_FORM:
+        return Derivative(NO_CLOSED_FORM, None, frozenset(), None)
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         text = repr(text)
     if not isinstance(text, str):

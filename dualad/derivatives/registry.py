@@ -38,6 +38,7 @@ from ..core.errors import RuleTableError
 from ..core.operators import Broadcasted, Operator, function_key
 from ..core.tracing import primitive
 from .language import (
+    NO_CLOSED_FORM,
     Derivative,
     check_arg_names,
     compile_derivatives,
@@ -57,6 +58,8 @@ __all__ = [
     "get_rule",
     "kernel_cache_directory",
     "load_deferred_tables",
+    "refused_positions",
+    "not_differentiable_message",
     "on_rule_registered",
     "register_elementwise_rule",
     "register_tables",
@@ -361,9 +364,10 @@ def operator_type(f: Callable[..., Any]) -> type:
 
 
 def derivative_kind(d: Derivative) -> str:
-    """How a rule uses a derivative: ``none``, ``zero``, ``one``, ``minus_one`` or ``expr``."""
+    """How a rule uses a derivative: ``none``, ``refuse`` (no closed form), ``zero``, ``one``,
+    ``minus_one`` or ``expr``."""
     if d.tree is None:
-        return "none"
+        return "refuse" if d.text == NO_CLOSED_FORM else "none"
     if d.constant == 0.0:
         return "zero"
     if d.constant == 1.0:
@@ -371,6 +375,31 @@ def derivative_kind(d: Derivative) -> str:
     if d.constant == -1.0:
         return "minus_one"
     return "expr"
+
+
+def refused_positions(f: Callable[..., Any]) -> tuple[int, ...] | None:
+    """The arguments of ``f`` whose derivative has no closed form (``None``: no rule)."""
+    rule = get_rule(f)
+    if rule is None:
+        return None
+    return tuple(i for i, d in enumerate(rule.expressions) if derivative_kind(d) == "refuse")
+
+
+def not_differentiable_message(rule: ElementwiseRule, index: int) -> str:
+    """The error for differentiating ``rule.function`` in an argument it has no rule for."""
+    if rule.numpy_name is not None:
+        label = f"np.{rule.name}"
+    elif str(rule.source).endswith("scipy_special.toml"):
+        label = f"scipy.special.{rule.name}"
+    else:
+        label = rule.name
+    arg = rule.arg_names[index]
+    return (
+        f"dualad: {label} has no closed-form derivative in its argument {arg!r} "
+        f"(argument {index}), so dualad cannot differentiate it there. Pass a constant there "
+        f"(a plain number or array), and differentiate with respect to the other "
+        f"arguments only."
+    )
 
 
 def _add(rule: ElementwiseRule) -> ElementwiseRule:

@@ -26,7 +26,12 @@ import numpy as np
 from ..core.array_protocol import shape_of
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted
-from ..derivatives.registry import derivative_kind, on_rule_registered, operator_type
+from ..derivatives.registry import (
+    derivative_kind,
+    not_differentiable_message,
+    on_rule_registered,
+    operator_type,
+)
 from . import kernels as dual_kernels
 from .dual import (
     Dual,
@@ -95,6 +100,8 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
                     continue
                 term = p * _column(d)
                 single = False
+            elif kind == "refuse":
+                raise MissingRuleError(not_differentiable_message(rule, i))
             else:
                 continue
             if acc is None:
@@ -182,7 +189,8 @@ def register_rule_forward(rule: Any) -> None:
         register_forward(op_type, types, method)
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
-        register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+        if all(derivative_kind(d) != "refuse" for d in rule.expressions):  # impl raises
+            register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
 
 
 def register_value_rule(ufunc: Any) -> None:

@@ -56,9 +56,18 @@ def choose_chunk(n: int, chunk: int | None = None) -> int:
     return -(-n // passes)
 
 
-def _prepare(leaf: Any, what: str) -> Any:
-    """A differentiated leaf as the value of a Dual: float64, 0-d as ``np.float64``."""
+def _prepare(leaf: Any, what: str, complex_ok: bool = False) -> Any:
+    """A differentiated leaf as the value of a Dual: float64, 0-d as ``np.float64``
+    (complex128 where ``complex_ok``: jvp with complex tangents)."""
     x = as_differentiable(leaf, what)
+    if isinstance(x, np.ndarray) and x.dtype.kind == "c":
+        if not complex_ok:
+            raise TypeError(
+                f"dualad: the {what} is complex ({x.dtype}, shape {x.shape}); forward-mode "
+                f"Jacobians take real inputs. Use mode='reverse' or ad.jvp with complex "
+                f"tangents, or split it into real and imaginary parts (x.real, x.imag)."
+            )
+        return x[()] if x.ndim == 0 else x.copy()
     if isinstance(x, np.ndarray):
         if x.ndim == 0:
             return np.float64(x)
@@ -121,8 +130,17 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
             )
         duals = []
         for pv, tv in zip(p_leaves, t_leaves):
-            value = _prepare(pv, f"primal {i} of {fname}")
-            tv = tv if isinstance(tv, Traced) else np.asarray(tv, dtype=np.float64)
+            value = _prepare(pv, f"primal {i} of {fname}", complex_ok=True)
+            if not isinstance(tv, Traced):
+                tv = np.asarray(tv)
+                real_primal = not np.iscomplexobj(value)
+                if tv.dtype.kind == "c" and real_primal:
+                    raise TypeError(
+                        f"{fname}: a tangent of primal {i} is complex but the primal is "
+                        f"real; pass a complex primal (x.astype(complex)) for complex "
+                        f"directions."
+                    )
+                tv = tv.astype(np.float64 if real_primal else np.complex128)
             if shape_of(tv) != shape_of(value):
                 raise ShapeError(
                     f"{fname}: a tangent of primal {i} has shape {shape_of(tv)} but the "

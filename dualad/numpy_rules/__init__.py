@@ -7,8 +7,11 @@ elementwise functions, in the declarative tables under ``rules/``).
 from __future__ import annotations
 
 from . import (  # noqa: F401
+    complex_parts,
     contractions,
+    eigen,
     elementwise,
+    fft,
     functions,
     indexing,
     joining,

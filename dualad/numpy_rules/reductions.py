@@ -56,7 +56,7 @@ def expand_reduced(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...],
     """Broadcast the gradient of a reduction over ``axes`` back to the input ``shape``."""
     kept = _kept(grad, shape, axes, keepdims)
     if type(kept) is np.ndarray:  # plain arrays: a filled copy is cheaper than a view here
-        out = np.empty(shape)
+        out = np.empty(shape, dtype=kept.dtype)
         out[...] = kept
         return out
     return np.broadcast_to(kept, shape)

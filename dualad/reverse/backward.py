@@ -148,6 +148,20 @@ def _check_shape(op: Any, index: int, g: Any, arg_value: Any) -> None:
         )
 
 
+def _complex_for_real(g: Any, v: Any) -> bool:
+    """Whether ``g`` is a complex gradient for the real value ``v`` (then its real part
+    is the gradient: complex intermediates in a function of real inputs)."""
+    if type(g) is np.float64:
+        return False
+    dtype = getattr(g, "dtype", None)
+    if dtype is None:
+        return type(g) is complex and not isinstance(v, complex)
+    if dtype.kind != "c":
+        return False
+    vtype = getattr(v, "dtype", None)
+    return not (isinstance(v, complex) or (vtype is not None and vtype.kind == "c"))
+
+
 _NEEDS = threading.local()
 
 
@@ -231,6 +245,8 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                     if op is not _OUTPUT_ITEM and not (type(r) is np.float64
                                                        and type(values[i]) is np.float64):
                         _check_shape(op, i, r, values[i])
+                    if _complex_for_real(r, values[i]):
+                        r = np.real(r)  # a real input gets the real part (complex values)
                     key = id(arg)
                     prev = grads.get(key)
                     grads[key] = r if prev is None else _accumulate(prev, r)
@@ -238,6 +254,8 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                 for j, (a, rj) in enumerate(zip(arg, r)):
                     if isinstance(a, AbstractNode) and a.level == level and rj is not None:
                         _check_shape(op, i, rj, values[i][j])
+                        if _complex_for_real(rj, values[i][j]):
+                            rj = np.real(rj)
                         grads[id(a)] = _accumulate(grads.get(id(a)), rj)
     return leaf_grads
 

@@ -65,7 +65,7 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
         ds = derivatives(*args, output) if need else ()
         result = []
         for i, (kind, a) in enumerate(zip(kinds, args)):
-            if kind == "none":
+            if kind == "none" or kind == "refuse":  # "refuse": recording raised already
                 result.append(None)
             elif kind == "zero":
                 result.append(np.zeros(shape_of(a)))

@@ -26,8 +26,9 @@ from ..core.arguments import as_differentiable, is_differentiable_output, value
 from ..core.array_protocol import NumpyOverloads
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
 from ..core.errors import MissingRuleError
-from ..core.operators import Method, Operator
+from ..core.operators import Broadcasted, Method, Operator
 from ..core.tracing import Traced, innermost, recording_paused
+from ..derivatives.registry import get_rule, not_differentiable_message, refused_positions
 
 __all__ = [
     "AbstractNode",
@@ -52,6 +53,11 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        if kwargs and isinstance(op, Method) \
+                and any(isinstance(v, AbstractNode) for v in kwargs.values()):
+            # e.g. a primitive called with a traced keyword: rules give one gradient per
+            # positional argument, so the node moves to its positional slot
+            args, kwargs = _traced_keywords_positional(op.f, args, kwargs)
         values = tuple([
             a._primal() if isinstance(a, AbstractNode) and a.level == level
             else (primal_at(a, level) if type(a) in (list, tuple) else a)
@@ -66,6 +72,9 @@ class AbstractNode(Traced, NumpyOverloads):
             return out
         if type(op) not in _HAS_GRADIENT:
             _require_gradient_rule(op, out, values)
+        refused = _REFUSED.get(type(op), ())
+        if refused:
+            _refuse_traced(op, refused, args, level)
         if _MUTABLE_MADE:
             args, kwargs = _current_states(args, kwargs)
         node = CachedNode.recorded(op, args, kwargs, out, level)
@@ -366,6 +375,20 @@ def _require_gradient_rule(op: Operator, out: Any, values: tuple) -> None:
     if not gradient.has_rule(types):
         raise MissingRuleError(missing_rule_message(op, values, "reverse"))
     _HAS_GRADIENT.add(type(op))
+    if isinstance(op, Broadcasted):
+        _REFUSED[type(op)] = refused_positions(op.f) or ()
+
+
+# Elementwise operator types -> arguments whose derivative has no closed form (a table's
+# "no closed form"): a traced value there is refused when the call is recorded.
+_REFUSED: dict[type, tuple[int, ...]] = {}
+
+
+def _refuse_traced(op: Operator, positions: tuple[int, ...], args: tuple, level: int) -> None:
+    for i in positions:
+        a = args[i] if i < len(args) else None
+        if isinstance(a, AbstractNode) and a.level == level:
+            raise MissingRuleError(not_differentiable_message(get_rule(op.f), i))
 
 
 def primal_at(x: Any, level: int) -> Any:

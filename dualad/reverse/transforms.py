@@ -25,12 +25,13 @@ from ..core.trees import tree_flatten, tree_unflatten
 from .backward import reverse_pass
 from .graph import AbstractNode, Variable
 
-__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse"]
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse", "check_complex_inputs"]
 
 class _Inputs:
     """Differentiated arguments replaced by Variables of one fresh level."""
 
     def __init__(self, args: tuple, argnums: tuple[int, ...], fname: str) -> None:
+        self.holomorphic = False
         self.level = new_level()
         self.args = list(args)
         self.specs: list[Any] = []
@@ -79,8 +80,13 @@ def _seeds(out_leaves: list[Any], cot_leaves: list[Any], level: int) -> dict:
     return seeds
 
 
-def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
+                   holomorphic: bool = False) -> Callable[..., Any]:
     """A function returning ``(f(*args), gradient)`` for a scalar-valued ``f`` (reverse mode).
+
+    For complex inputs (JAX's convention) the gradient of a real-valued ``f`` is the
+    conjugate of the steepest-ascent direction; ``holomorphic=True`` gives ``f'(z)`` of a
+    complex-valued, complex-differentiable ``f``.
 
     Example:
         >>> import numpy as np, dualad as ad
@@ -93,6 +99,8 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[...,
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         nums, single = normalize_argnums(argnums, len(args), fname)
+        if holomorphic:
+            check_complex_inputs(args, nums, True, fname)
         inputs = _Inputs(args, nums, fname)
         out = lift_object_array(f(*inputs.args, **kwargs))
         check_output(out, fname)
@@ -108,6 +116,12 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[...,
                 f"{shape}; reduce it (e.g. np.sum) or use ad.jacobian(f) / ad.vjp(f, x) "
                 f"for non-scalar outputs."
             )
+        if not holomorphic and _is_complex_value(out):
+            raise TypeError(
+                f"{fname}: grad needs a real-valued output, but the function returned a "
+                f"complex number; differentiate np.real / np.abs of it, or pass "
+                f"holomorphic=True for a complex-differentiable f (then the result is f'(z))."
+            )
         leaf_grads: dict[int, Any] = {}
         if isinstance(out, AbstractNode) and out.level == inputs.level:
             leaf_grads = reverse_pass({id(out): (out, np.float64(1.0))})
@@ -118,7 +132,8 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[...,
     return wrapped
 
 
-def grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
+         holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar-valued ``f`` (reverse mode), shaped like the argument.
 
     Example:
@@ -126,7 +141,7 @@ def grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
         >>> ad.grad(lambda x, y: x * y, argnums=(0, 1))(2.0, 3.0)
         (array(3.), array(2.))
     """
-    vg = value_and_grad(f, argnums)
+    vg = value_and_grad(f, argnums, holomorphic=holomorphic)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -160,17 +175,49 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
                 f"{fname}: the cotangent has {len(cot_leaves)} leaves but the output has "
                 f"{len(out_leaves)}; pass a cotangent with the output's structure."
             )
-        cot_leaves = [c if isinstance(c, Traced) else np.asarray(c, dtype=np.float64)
-                      for c in cot_leaves]
+        cot_leaves = [c if isinstance(c, Traced) else _cotangent_array(c) for c in cot_leaves]
         seeds = _seeds(out_leaves, cot_leaves, level)
         return tuple(inputs.gradients(reverse_pass(seeds) if seeds else {}))
 
     return values, pullback
 
 
+def _cotangent_array(c: Any) -> np.ndarray:
+    """A cotangent as float64, or complex128 for a complex one."""
+    c = np.asarray(c)
+    return c.astype(np.complex128 if c.dtype.kind == "c" else np.float64, copy=False)
+
+
+def _is_complex_value(x: Any) -> bool:
+    if isinstance(x, AbstractNode):
+        x = x._primal()
+    return type(x) is complex or getattr(getattr(x, "dtype", None), "kind", "f") == "c"
+
+
+def check_complex_inputs(args: tuple, nums: tuple[int, ...], holomorphic: bool,
+                          fname: str) -> None:
+    """Complex differentiated inputs need ``holomorphic=True``, which needs them complex."""
+    leaves = [leaf for i in nums for leaf in tree_flatten(args[i])[0]]
+    complex_in = [_is_complex_value(leaf) or np.iscomplexobj(leaf) for leaf in leaves
+                  if not isinstance(leaf, Traced)]
+    if holomorphic and not all(complex_in):
+        raise TypeError(
+            f"{fname}: holomorphic=True needs complex inputs (the complex derivative df/dz); "
+            f"pass complex arrays, e.g. x.astype(complex)."
+        )
+    if not holomorphic and any(complex_in):
+        raise TypeError(
+            f"{fname}: the input is complex; pass holomorphic=True for a complex-"
+            f"differentiable f (the result is df/dz), use ad.grad for a real-valued f, or "
+            f"ad.vjp / ad.jvp for anything else (or split the input into real and "
+            f"imaginary parts)."
+        )
+
+
 def jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
-                      kwargs: dict, fname: str) -> list[Any]:
+                      kwargs: dict, fname: str, holomorphic: bool = False) -> list[Any]:
     inputs = _Inputs(args, nums, fname)
+    inputs.holomorphic = holomorphic
     out = f(*inputs.args, **kwargs)
     check_output(out, fname)
     out_leaves, out_spec = tree_flatten(out)
@@ -193,15 +240,24 @@ def _jacobian_blocks(out: Any, inputs: _Inputs, in_shapes: list[list[tuple[int, 
     n_out = int(np.prod(out_shape, dtype=np.int64))
     traced = isinstance(out, AbstractNode) and out.level == level
     template = np.zeros(out_shape)
+    # A complex output of real inputs: a cotangent c gives the gradient of Re(c * out), so
+    # the real and imaginary parts take a pass each (c = 1 and c = -1j). For complex inputs
+    # (holomorphic) one pass gives d out / d z.
+    imaginary = traced and _is_complex_value(out) and not inputs.holomorphic
     for k in range(n_out):
         leaf_grads = {}
+        imag_grads = {}
         if traced:
             seed = template.copy()
             seed.flat[k] = 1.0
             leaf_grads = reverse_pass({id(out): (out, seed)})
+            if imaginary:
+                imag_grads = reverse_pass({id(out): (out, seed * -1j)})
         for a, vs in enumerate(inputs.variables):
             for j, v in enumerate(vs):
                 g = leaf_grads.get(id(v))
+                if imaginary and imag_grads.get(id(v)) is not None:
+                    g = (0.0 if g is None else g) + 1j * imag_grads[id(v)]
                 rows[a][j].append(np.zeros(in_shapes[a][j]) if g is None else g)
     blocks = []
     for a in range(len(inputs.variables)):

@@ -7,7 +7,7 @@ import dualad as ad
 
 
 @pytest.mark.parametrize("f", [
-    lambda x: np.linalg.eigvals(x).real,
+    lambda x: np.linalg.tensorinv(x, ind=1),
     lambda x: np.convolve(x[0], x[1]),
     lambda x: np.correlate(x[0], x[1], "full"),
     lambda x: np.frexp(x)[0],
