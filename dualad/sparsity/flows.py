@@ -112,7 +112,7 @@ class Trace:
 
 class SparsityTracer(Traced, NumpyOverloads):
     """An array of index sets: ``value`` (the array at the given point) and ``rows``, an
-    :class:`~dualad.sparse.index_sets.IndexSets` of shape ``(value.size, n)`` (set ``i``:
+    :class:`~dualad.sparsity.index_sets.IndexSets` of shape ``(value.size, n)`` (set ``i``:
     what entry ``i`` depends on). Writing into it (``y[i] = ...``) replaces the written
     entries' sets."""
 

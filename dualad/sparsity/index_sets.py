@@ -8,7 +8,7 @@ operation low even for scalars in a Python loop.
 
 Example:
     >>> import numpy as np
-    >>> from dualad.sparse.index_sets import IndexSets, union
+    >>> from dualad.sparsity.index_sets import IndexSets, union
     >>> x = IndexSets.identity(3)
     >>> union([x.take(np.array([1, 2])), x.take(np.array([0, 1]))], 2, 3).toarray().astype(int)
     array([[1, 1, 0],
