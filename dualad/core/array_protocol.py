@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .operators import Broadcasted, Method
-from .tracing import apply_operator
+from .tracing import apply_operator, is_foreign_array
 
 __all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "shape_of"]
 
@@ -47,6 +47,9 @@ def lift_object_array(x: Any) -> Any:
         >>> type(lift_object_array(np.array([v, v * v]))).__name__
         'CachedNode'
     """
+    if is_foreign_array(x):  # xarray.DataArray (pandas, ...) holding traced values
+        arr = np.asarray(x)
+        return lift_object_array(arr) if arr.dtype == object else x
     if not (isinstance(x, np.ndarray) and x.dtype == object):
         return x
     items = [lift_object_array(item) for item in x.reshape(-1)]
@@ -98,6 +101,9 @@ class NumpyOverloads:
 
     __slots__ = ()
     __array_priority__ = 1000.0
+    # pandas defers its binary operators to a type of higher priority (Series 3000,
+    # DataFrame 4000): Series * traced then runs traced.__rmul__, which unwraps the Series.
+    __pandas_priority__ = 5000
 
     def _primal(self) -> Any:
         raise NotImplementedError
