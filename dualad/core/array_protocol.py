@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from .errors import MissingRuleError
 from .operators import Broadcasted, Method
 from .tracing import apply_operator, is_foreign_array
 
-__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "shape_of"]
+__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "register_ufunc_method",
+           "shape_of"]
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -58,6 +60,19 @@ def lift_object_array(x: Any) -> Any:
     if x.ndim == 0:
         return items[0]
     return np.reshape(np.stack(items), x.shape + tuple(np.shape(items[0])))
+
+
+# ufunc method name ("at", "reduce", ...) -> (handler(ufunc, inputs, kwargs), first)
+_UFUNC_METHODS: dict[str, tuple[Any, bool]] = {}
+
+
+def register_ufunc_method(method: str, handler: Any, *, first: bool = False) -> None:
+    """Run ``handler(ufunc, inputs, kwargs)`` for ``ufunc.<method>(...)`` on traced values.
+
+    ``first``: always (``ufunc.at`` writes in place, it is never recorded as one call);
+    otherwise only when the call has no rule of its own (a ``MissingRuleError``).
+    """
+    _UFUNC_METHODS[method] = (handler, first)
 
 
 def _refuse_out(name: str, kwargs: dict) -> None:
@@ -114,9 +129,18 @@ class NumpyOverloads:
         kwargs.pop("out", None)
         if method == "__call__":
             op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
-        else:
-            op = Method.instance(getattr(ufunc, method))
-        return apply_operator(op, inputs, kwargs)
+            return apply_operator(op, inputs, kwargs)
+        op = Method.instance(getattr(ufunc, method))
+        handler = _UFUNC_METHODS.get(method)
+        if handler is None:
+            return apply_operator(op, inputs, kwargs)
+        run, first = handler
+        if first:
+            return run(ufunc, inputs, kwargs)
+        try:
+            return apply_operator(op, inputs, kwargs)
+        except MissingRuleError:
+            return run(ufunc, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         _refuse_out(getattr(func, "__name__", "function"), kwargs)

@@ -17,5 +17,6 @@ from . import (  # noqa: F401
     reductions,
     selection,
     shapes,
+    ufunc_methods,
     writes,
 )
