@@ -298,6 +298,103 @@ for _op_name, (_op_ufunc, _op_reflected) in BINARY_OPERATORS.items():
 del _op_name, _op_ufunc, _op_reflected
 
 
+def _numpy_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(np, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"np.{name}(self, ...), as ndarray.{name}."
+    return method
+
+
+def _in_place_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        self[...] = getattr(np, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = (f"In place, as ndarray.{name}: self[...] = np.{name}(self, ...) "
+                      f"(for arrays that may be written into).")
+    return method
+
+
+def _dropping_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"dualad: x.{name}() on a traced {type(self).__name__} (shape {self.shape}) would "
+            f"drop its derivative (it reads raw memory or leaves numpy); call it on "
+            f"ad.value(x) to use the number deliberately."
+        )
+
+    method.__name__ = name
+    return method
+
+
+def _item(self: Any, *args: Any) -> Any:
+    """As ndarray.item, but the entry stays traced (a 0-d traced value, not a float)."""
+    if not args:
+        if self.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return np.reshape(self, ())
+    if len(args) == 1 and isinstance(args[0], (int, np.integer)):
+        return np.reshape(self, (-1,))[args[0]]
+    return self[args[0] if len(args) == 1 else args]
+
+
+def _tolist(self: Any) -> Any:
+    """As ndarray.tolist, with traced 0-d entries in the nested lists."""
+    if self.ndim == 0:
+        return self
+    return [_tolist(self[i]) for i in range(self.shape[0])]
+
+
+def _view(self: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A002
+    """``x.view()`` (same dtype, same type): a view; other dtypes or types are refused."""
+    if (dtype is None or np.dtype(dtype) == self.dtype) and type is None:
+        return self[...]
+    raise TypeError(
+        f"dualad: x.view(dtype={dtype}, type={type}) reinterprets the memory of a traced "
+        f"value, which has no derivative; use ad.value(x).view(...) deliberately."
+    )
+
+
+def _resize(self: Any, *args: Any, **kwargs: Any) -> None:
+    raise TypeError(
+        "dualad: x.resize(...) changes a traced array's size in place; use "
+        "y = np.resize(x, shape) (a new array) instead."
+    )
+
+
+# ndarray's methods that are numpy functions of the array: x.std() is np.std(x)
+_FUNCTION_METHODS = (
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "choose",
+    "conj", "conjugate", "cumprod", "cumsum", "diagonal", "nonzero", "ptp", "repeat",
+    "round", "searchsorted", "std", "swapaxes", "take", "trace", "var",
+)
+for _name in _FUNCTION_METHODS:
+    if _name not in NumpyOverloads.__dict__ or _name in ("conj", "conjugate"):
+        setattr(NumpyOverloads, _name, _numpy_method(_name))
+for _name in ("sort", "partition"):
+    setattr(NumpyOverloads, _name, _in_place_method(_name))
+for _name in ("byteswap", "dump", "dumps", "tobytes", "tofile", "getfield", "setfield"):
+    setattr(NumpyOverloads, _name, _dropping_method(_name))
+NumpyOverloads.compress = (  # type: ignore[attr-defined]
+    lambda self, condition, axis=None: np.compress(condition, self, axis))
+NumpyOverloads.item = _item  # type: ignore[attr-defined]
+NumpyOverloads.tolist = _tolist  # type: ignore[attr-defined]
+NumpyOverloads.view = _view  # type: ignore[attr-defined]
+NumpyOverloads.resize = _resize  # type: ignore[attr-defined]
+NumpyOverloads.fill = lambda self, value: self.__setitem__(Ellipsis, value)  # type: ignore
+NumpyOverloads.put = lambda self, *a, **k: np.put(self, *a, **k)  # type: ignore
+NumpyOverloads.__round__ = lambda self, ndigits=None: np.round(self, ndigits or 0)  # type: ignore
+NumpyOverloads.real = property(lambda self: np.real(self))  # type: ignore
+NumpyOverloads.imag = property(lambda self: np.imag(self))  # type: ignore
+NumpyOverloads.flat = property(lambda self: np.ravel(self))  # type: ignore
+NumpyOverloads.mT = property(lambda self: np.swapaxes(self, -1, -2))  # type: ignore
+NumpyOverloads.itemsize = property(lambda self: self.dtype.itemsize)  # type: ignore
+NumpyOverloads.nbytes = property(lambda self: self.size * self.dtype.itemsize)  # type: ignore
+del _name
+
+
 def _object_loop_method(ufunc: np.ufunc) -> Any:
     def method(self: Any) -> Any:
         return ufunc(self)
