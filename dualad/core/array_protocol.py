@@ -164,7 +164,9 @@ class NumpyOverloads:
             f"plain {np.dtype(dtype)} array, which would drop its derivative. This happens "
             f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
             f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
-            f"rather than math.*."
+            f"rather than math.*; or when a Python list of traced values is passed to a numpy "
+            f"function that does not look inside lists (np.mean([a, b]), np.std, np.var, "
+            f"np.median): make one array first, np.mean(np.stack([a, b]))."
         )
 
     def __float__(self) -> float:
