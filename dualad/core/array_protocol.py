@@ -359,6 +359,10 @@ def _view(self: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A002
     )
 
 
+def _no_device(device: Any) -> Any:
+    raise ValueError(f"dualad: traced values live on 'cpu'; cannot move to {device!r}")
+
+
 def _resize(self: Any, *args: Any, **kwargs: Any) -> None:
     raise TypeError(
         "dualad: x.resize(...) changes a traced array's size in place; use "
@@ -392,6 +396,14 @@ NumpyOverloads.real = property(lambda self: np.real(self))  # type: ignore
 NumpyOverloads.imag = property(lambda self: np.imag(self))  # type: ignore
 NumpyOverloads.flat = property(lambda self: np.ravel(self))  # type: ignore
 NumpyOverloads.mT = property(lambda self: np.swapaxes(self, -1, -2))  # type: ignore
+NumpyOverloads.device = property(lambda self: "cpu")  # type: ignore
+NumpyOverloads.to_device = (  # type: ignore[attr-defined]
+    lambda self, device, /, *, stream=None: self if device == "cpu" else _no_device(device))
+NumpyOverloads.base = property(lambda self: None)  # type: ignore
+NumpyOverloads.flags = property(lambda self: np.asarray(self._primal()).flags)  # type: ignore
+NumpyOverloads.strides = property(  # type: ignore
+    lambda self: np.asarray(self._primal()).strides)
+NumpyOverloads.setflags = lambda self, *a, **k: None  # type: ignore
 NumpyOverloads.itemsize = property(lambda self: self.dtype.itemsize)  # type: ignore
 NumpyOverloads.nbytes = property(lambda self: self.size * self.dtype.itemsize)  # type: ignore
 del _name

@@ -462,3 +462,17 @@ def test_jvp_of_a_python_loop_simulation_gives_float_arrays():
     assert value.dtype == np.float64 and tangent.dtype == np.float64
     np.testing.assert_allclose(tangent, numerical_jacobian(simulate, (0.5,), 0), atol=1e-6)
     check(simulate, np.float64(0.5))
+
+
+def test_every_ndarray_method_exists_on_traced_values():
+    # raw memory (ctypes, data) has no derivative: those stay AttributeErrors
+    names = [n for n in dir(np.ndarray) if not n.startswith("_") and n not in ("ctypes", "data")]
+    seen = {}
+
+    def f(x):
+        seen[type(x).__name__] = [n for n in names if not hasattr(type(x), n)]
+        return x * 1.0
+
+    ad.jacobian(f, mode="forward")(X)
+    ad.jacobian(f, mode="reverse")(X)
+    assert seen == {"Dual": [], "Variable": []}

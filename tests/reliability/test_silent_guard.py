@@ -113,6 +113,21 @@ def _run_step(step: Step, pool: list[Any], margins: list[float]) -> Any:
         if which == "reduceat":
             return np.add.reduceat(a * b, [0, 2, 1, 3])
         return np.multiply.outer(a, b) @ _CONSTANT + np.subtract.outer(a, b)[0]
+    if k == "axes":  # axis moves in their several argument forms, and 0-d stacking
+        m = np.reshape(pool[p[0]], (2, 2))
+        which = p[1]
+        if which == "moveaxis":
+            m = np.moveaxis(m, source=0, destination=-1)
+        elif which == "swapaxes":
+            m = m.swapaxes(0, 1)
+        elif which == "rollaxis":
+            m = np.rollaxis(m, 1)
+        else:
+            m = np.vstack([m[0, 0], m[1, 1], m[0, 1], m[1, 0]]).reshape(2, 2)
+        return np.ravel(m)
+    if k == "methods":  # ndarray methods on traced values
+        a, b = pool[p[0]], pool[p[1]]
+        return a.var() * b + a.cumsum() + a.reshape(2, 2).trace() + a.take([1, 0, 3, 2])
     if k == "integer":  # an integer intermediate is a constant
         a, b = pool[p[0]], pool[p[1]]
         _margin(b * 2.0, np.round(ad.value(b) * 2.0), margins)
@@ -163,7 +178,7 @@ def steps(draw: Any, n: int) -> Step:
     """One step whose operands are earlier values ``0 .. n - 1``."""
     kinds = ["unary", "binary", "list_stack", "object_array", "list_reduce", "concatenate",
              "view_write", "transpose_write", "in_place", "ufunc_at", "ufunc_method",
-             "integer", "boolean"]
+             "axes", "methods", "integer", "boolean"]
     if _HAS_PANDAS or _HAS_XARRAY:
         kinds.append("foreign")
     kind = draw(st.sampled_from(kinds))
@@ -196,7 +211,9 @@ def steps(draw: Any, n: int) -> Step:
     elif kind == "ufunc_method":
         args = (draw(v), draw(v),
                 draw(st.sampled_from(["reduce", "accumulate", "reduceat", "outer"])))
-    elif kind == "integer":
+    elif kind == "axes":
+        args = (draw(v), draw(st.sampled_from(["moveaxis", "swapaxes", "rollaxis", "vstack"])))
+    elif kind in ("integer", "methods"):
         args = (draw(v), draw(v))
     elif kind == "boolean":
         args = (draw(v), draw(v), draw(st.sampled_from([-0.37, 0.21, 0.83])))
