@@ -227,6 +227,11 @@ def apply_operator(op: Operator, args: tuple, kwargs: dict) -> Any:
     normalized = normalize_arguments(args)
     if normalized is not None:
         args = normalized
+    if kwargs:
+        values = tuple(kwargs.values())
+        normalized = normalize_arguments(values)
+        if normalized is not None:
+            kwargs = dict(zip(kwargs, normalized))
     top = None
     for a in args:
         if isinstance(a, Traced):

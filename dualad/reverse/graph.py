@@ -213,6 +213,12 @@ class MutableNode(CachedNode):
     its current contents; a write records ``assign(_state, key, value)`` and rebinds this
     node (and ``_state``) to it. Calls that use this node record ``_state`` instead, so they
     keep the contents they saw when later writes happen.
+
+    numpy's aliasing is kept: what numpy returns as a view of the array (``y[1:]``,
+    ``y[0]`` of a matrix, ``y.T``, ``y.reshape(...)``: results that share its memory) is a
+    writable node too, refreshed after every write into ``y``; a write into the view
+    (``v[0] = ...``, ``v += ...``) is written through to ``y``. In-place operators
+    (``y += x``) are writes.
     """
 
     __slots__ = ("_state", "_views", "_base", "_key", "_recompute")
