@@ -83,6 +83,7 @@ from .forward.dual import (
     dual_result,
     innermost_tag,
     partials_at,
+    partials_key,
     tangent_parts,
     value_at,
     zero_partials,
@@ -132,6 +133,7 @@ __all__ = [
     "innermost_tag",
     "value_at",
     "partials_at",
+    "partials_key",
     "dual_result",
     "zero_partials",
     # reverse mode: graph objects and hooks for functions that write or alias

@@ -292,14 +292,9 @@ def _joined_parts(arrays: Any) -> tuple[Any, list[Any], list[Any]]:
     items = [_lift(x) for x in arrays]
     tag = innermost_tag(items)
     k = next(x.k for x in items if isinstance(x, Dual) and x.tag is tag)
-    values, partials = [], []
-    for x in items:
-        if isinstance(x, Dual) and x.tag is tag:
-            values.append(x.value)
-            partials.append(x.partials)
-        else:
-            values.append(x)
-            partials.append(np.zeros(shape_of(x) + (k,)))
+    values, partials = split_duals(items, tag)
+    partials = [np.zeros(shape_of(v) + (k,)) if p is None else p
+                for v, p in zip(values, partials)]
     return tag, values, partials
 
 

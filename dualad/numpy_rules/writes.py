@@ -49,6 +49,7 @@ from ..extend import (
     apply_operator,
     innermost,
     not_writable_message,
+    partials_key,
     primitive,
     recording_paused,
     register_function_hook,
@@ -60,7 +61,6 @@ from ..extend import (
 )
 from ._signatures import bind
 from ._support import gradient_rule, tangent_rule
-from .indexing import partials_key
 
 __all__ = ["assign", "write"]
 
