@@ -31,7 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from ..extend import MissingRuleError, Traced, register_ufunc_method, shape_of, value
+from ..extend import (
+    Dual,
+    MissingRuleError,
+    Traced,
+    innermost_tag,
+    register_ufunc_method,
+    shape_of,
+    value,
+)
+from ._support import gradient_rule, split_duals, tangent_rule
 
 __all__ = ["ufunc_at", "ufunc_reduce", "ufunc_accumulate", "ufunc_reduceat", "ufunc_outer"]
 
@@ -110,11 +119,50 @@ def ufunc_at(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> None:
         target_shape = np.shape(targets)
         b = np.reshape(np.broadcast_to(b, target_shape) if not isinstance(b, Traced)
                        else b + np.zeros(target_shape), (-1,))
+    if ufunc in (np.add, np.subtract) and b is not None and flat.size:
+        # a scatter-add: one write, however often an index repeats
+        delta = np.reshape(np.bincount(flat, weights=b, minlength=size), shape)
+        a[...] = a + delta if ufunc is np.add else a - delta
+        return None
     for positions in _occurrence_rounds(flat):
         key = np.unravel_index(flat[positions], shape)
         current = a[key]
         a[key] = ufunc(current) if b is None else ufunc(current, b[positions])
     return None
+
+
+# -- np.bincount with weights: the scatter-add ------------------------------------------------
+
+
+@gradient_rule(np.bincount)
+def _bincount_gradient(grad: Any, output: Any, x: Any, *rest: Any, **kwargs: Any) -> tuple:
+    # one gradient per positional argument: x, then weights and minlength when given
+    if not rest:
+        return (None,)
+    g = grad[np.asarray(x, dtype=np.intp)] if rest[0] is not None else None
+    return (None, g) + (None,) * (len(rest) - 1)
+
+
+@tangent_rule(np.bincount, duals="any")
+def _bincount_tangent(x: Any, weights: Any = None, minlength: Any = 0) -> Any:
+    if isinstance(x, Traced):
+        raise TypeError("dualad: np.bincount of traced values: the counted values must be "
+                        "integers (ad.value(x).astype(int) if they are computed).")
+    tag = innermost_tag((weights,))
+    if tag is None:
+        return np.bincount(x, weights, minlength)
+    (wv, wp), = split_parts((weights,), tag)
+    out = np.bincount(x, wv, minlength)
+    if wp is None:
+        return out
+    partials = np.zeros(out.shape + (shape_of(wp)[-1],))
+    np.add.at(partials, np.asarray(x, dtype=np.intp), wp)
+    return Dual._make(out, partials, tag)
+
+
+def split_parts(items: tuple, tag: Any) -> list[tuple[Any, Any]]:
+    values, partials = split_duals(items, tag)
+    return list(zip(values, partials))
 
 
 # -- reduce, accumulate, reduceat ------------------------------------------------------------

@@ -476,3 +476,23 @@ def test_every_ndarray_method_exists_on_traced_values():
     ad.jacobian(f, mode="forward")(X)
     ad.jacobian(f, mode="reverse")(X)
     assert seen == {"Dual": [], "Variable": []}
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.bincount(np.array([0, 2, 2, 1]), weights=x * x, minlength=4),
+    lambda x: np.bincount(np.array([0, 2, 2, 1]), x * x),
+    lambda x: np.bincount(np.array([3, 0, 0, 1]), x, 5) * x[0],
+], ids=["keyword_weights", "positional_weights", "minlength"])
+def test_bincount_with_traced_weights(f):
+    check(f, X)
+
+
+def test_add_at_with_many_repeats_is_one_scatter():
+    index = np.arange(400) % 3
+
+    def deposit(x):
+        grid = np.zeros_like(x, shape=(3,))
+        np.add.at(grid, index, np.tile(x, 100) ** 2)
+        return grid
+
+    check(deposit, X)
