@@ -496,3 +496,45 @@ def test_add_at_with_many_repeats_is_one_scatter():
         return grid
 
     check(deposit, X)
+
+
+def _view_of_computed_then_in_place(x):
+    y = x * 1.0
+    view = y[1:]
+    y += x * x
+    return view * 1.0
+
+
+def _alias_of_computed_then_in_place(x):
+    y = x * 2.0
+    alias = y
+    y += 1.0
+    return alias * x
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known gap: in reverse mode an in-place operator on a computed value that was not "
+    "allocated writable (np.copy / np.zeros_like) rebinds the name; views and other names "
+    "taken before keep the old values, where numpy updates them"))
+@pytest.mark.parametrize("f", [_view_of_computed_then_in_place,
+                               _alias_of_computed_then_in_place])
+def test_in_place_operator_on_a_computed_value_with_aliases(f):
+    check(f, X)
+
+
+def test_in_place_operator_with_aliases_on_a_writable_copy():
+    # the same programs with the value allocated writable (np.copy) follow numpy
+    def view(x):
+        y = np.copy(x * 1.0)
+        v = y[1:]
+        y += x * x
+        return v * 1.0
+
+    def alias(x):
+        y = np.copy(x * 2.0)
+        a = y
+        y += 1.0
+        return a * x
+
+    check(view, X)
+    check(alias, X)
