@@ -47,7 +47,7 @@ Example:
 from __future__ import annotations
 
 from .core.arguments import value
-from .core.array_protocol import lift_object_array, shape_of
+from .core.array_protocol import lift_object_array, register_ufunc_method, shape_of
 from .core.dispatch import RuleFunction, backward, forward, gradient, missing_rule_message
 from .core.errors import (
     DualadError,
@@ -153,6 +153,7 @@ __all__ = [
     "register_function_hook",
     "register_keyword_aliases",
     "register_write_rule",
+    "register_ufunc_method",
     "not_writable_message",
     # tracing and values
     "Traced",

@@ -1,4 +1,6 @@
-"""Shared test settings: hypothesis profiles ("ci" is the default, "thorough" is long)."""
+"""Shared test settings: hypothesis profiles ("ci" is the default; "long" and "thorough"
+run many more examples, e.g. HYPOTHESIS_PROFILE=long for the guard against silent wrong
+numbers in tests/reliability)."""
 
 import os
 
@@ -10,6 +12,10 @@ settings.register_profile(
 settings.register_profile(
     "thorough", max_examples=10_000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "long", max_examples=5_000, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -23,7 +23,10 @@ from .tracing import Traced
 __all__ = [
     "Argnums",
     "as_differentiable",
+    "as_dtype",
     "check_output",
+    "check_real_output",
+    "derivative_dtype",
     "is_differentiable_output",
     "normalize_argnums",
     "to_user",
@@ -126,3 +129,62 @@ def check_output(out: Any, fname: str) -> None:
             f"{fname}: the function returned {type(out).__name__}; it must return a number "
             f"or an array computed from its arguments (did you forget a return statement?)."
         )
+
+
+def derivative_dtype(x: Any) -> np.dtype | None:
+    """The dtype a derivative with respect to ``x`` is handed back in: a float dtype other
+    than float64 (``float32``, ``float16``) is kept, as JAX does; ``None`` means float64.
+
+    Example:
+        >>> import numpy as np
+        >>> derivative_dtype(np.ones(2, np.float32)), derivative_dtype(3)
+        (dtype('float32'), None)
+    """
+    if isinstance(x, Traced):
+        return None
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype != np.float64:
+        return dtype
+    return None
+
+
+def as_dtype(x: Any, dtype: np.dtype | None) -> Any:
+    """``x`` cast to ``dtype`` (from :func:`derivative_dtype`); unchanged for ``None``."""
+    if dtype is None or isinstance(x, Traced):
+        return x
+    return np.asarray(x).astype(dtype, copy=False)
+
+
+def check_real_output(out: Any, fname: str) -> None:
+    """Refuse an output ``grad`` cannot differentiate: booleans, integers, complex numbers.
+
+    Their derivative would silently come back as zero (or drop the imaginary part).
+
+    Example:
+        >>> import numpy as np
+        >>> check_real_output(np.float64(1.0), "grad(f)")
+        >>> check_real_output(np.int64(3), "grad(f)")
+        Traceback (most recent call last):
+        ...
+        TypeError: grad(f): the function returned a value of dtype int64 (integer); ...
+    """
+    dtype = value(out).dtype if isinstance(out, Traced) else getattr(out, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(out).dtype
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return
+    if kind == "c":
+        raise TypeError(
+            f"{fname}: the function returned a complex value (dtype {dtype}); grad needs a "
+            f"real scalar output. Differentiate a real quantity such as np.abs(z) ** 2, "
+            f"z.real or z.imag, or pass holomorphic=True for a complex-differentiable f "
+            f"(the result is f'(z))."
+        )
+    what = {"b": "bool", "i": "integer", "u": "integer"}.get(kind, str(dtype))
+    raise TypeError(
+        f"{fname}: the function returned a value of dtype {dtype} ({what}); its derivative "
+        f"is zero or undefined, so grad refuses it instead of returning zeros. Return a "
+        f"float computed from the arguments (e.g. np.sum(x ** 2), not np.sum(x > 0) or "
+        f"np.allclose(...)); use ad.value / a plain call for the {what} result."
+    )

@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from .errors import MissingRuleError
 from .operators import Broadcasted, Method
-from .tracing import apply_operator
+from .tracing import apply_operator, is_foreign_array
 
-__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "shape_of"]
+__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "register_ufunc_method",
+           "shape_of"]
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -47,6 +49,9 @@ def lift_object_array(x: Any) -> Any:
         >>> type(lift_object_array(np.array([v, v * v]))).__name__
         'CachedNode'
     """
+    if is_foreign_array(x):  # xarray.DataArray (pandas, ...) holding traced values
+        arr = np.asarray(x)
+        return lift_object_array(arr) if arr.dtype == object else x
     if not (isinstance(x, np.ndarray) and x.dtype == object):
         return x
     items = [lift_object_array(item) for item in x.reshape(-1)]
@@ -55,6 +60,19 @@ def lift_object_array(x: Any) -> Any:
     if x.ndim == 0:
         return items[0]
     return np.reshape(np.stack(items), x.shape + tuple(np.shape(items[0])))
+
+
+# ufunc method name ("at", "reduce", ...) -> (handler(ufunc, inputs, kwargs), first)
+_UFUNC_METHODS: dict[str, tuple[Any, bool]] = {}
+
+
+def register_ufunc_method(method: str, handler: Any, *, first: bool = False) -> None:
+    """Run ``handler(ufunc, inputs, kwargs)`` for ``ufunc.<method>(...)`` on traced values.
+
+    ``first``: always (``ufunc.at`` writes in place, it is never recorded as one call);
+    otherwise only when the call has no rule of its own (a ``MissingRuleError``).
+    """
+    _UFUNC_METHODS[method] = (handler, first)
 
 
 def _refuse_out(name: str, kwargs: dict) -> None:
@@ -98,6 +116,9 @@ class NumpyOverloads:
 
     __slots__ = ()
     __array_priority__ = 1000.0
+    # pandas defers its binary operators to a type of higher priority (Series 3000,
+    # DataFrame 4000): Series * traced then runs traced.__rmul__, which unwraps the Series.
+    __pandas_priority__ = 5000
 
     def _primal(self) -> Any:
         raise NotImplementedError
@@ -108,9 +129,18 @@ class NumpyOverloads:
         kwargs.pop("out", None)
         if method == "__call__":
             op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
-        else:
-            op = Method.instance(getattr(ufunc, method))
-        return apply_operator(op, inputs, kwargs)
+            return apply_operator(op, inputs, kwargs)
+        op = Method.instance(getattr(ufunc, method))
+        handler = _UFUNC_METHODS.get(method)
+        if handler is None:
+            return apply_operator(op, inputs, kwargs)
+        run, first = handler
+        if first:
+            return run(ufunc, inputs, kwargs)
+        try:
+            return apply_operator(op, inputs, kwargs)
+        except MissingRuleError:
+            return run(ufunc, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         _refuse_out(getattr(func, "__name__", "function"), kwargs)
@@ -134,7 +164,9 @@ class NumpyOverloads:
             f"plain {np.dtype(dtype)} array, which would drop its derivative. This happens "
             f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
             f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
-            f"rather than math.*."
+            f"rather than math.*; or when a Python list of traced values is passed to a numpy "
+            f"function that does not look inside lists (np.mean([a, b]), np.std, np.var, "
+            f"np.median): make one array first, np.mean(np.stack([a, b]))."
         )
 
     def __float__(self) -> float:
@@ -277,6 +309,115 @@ class NumpyOverloads:
 for _op_name, (_op_ufunc, _op_reflected) in BINARY_OPERATORS.items():
     setattr(NumpyOverloads, _op_name, _binary(_op_ufunc, _op_reflected))
 del _op_name, _op_ufunc, _op_reflected
+
+
+def _numpy_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(np, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = f"np.{name}(self, ...), as ndarray.{name}."
+    return method
+
+
+def _in_place_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        self[...] = getattr(np, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = (f"In place, as ndarray.{name}: self[...] = np.{name}(self, ...) "
+                      f"(for arrays that may be written into).")
+    return method
+
+
+def _dropping_method(name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"dualad: x.{name}() on a traced {type(self).__name__} (shape {self.shape}) would "
+            f"drop its derivative (it reads raw memory or leaves numpy); call it on "
+            f"ad.value(x) to use the number deliberately."
+        )
+
+    method.__name__ = name
+    return method
+
+
+def _item(self: Any, *args: Any) -> Any:
+    """As ndarray.item, but the entry stays traced (a 0-d traced value, not a float)."""
+    if not args:
+        if self.size != 1:
+            raise ValueError("can only convert an array of size 1 to a Python scalar")
+        return np.reshape(self, ())
+    if len(args) == 1 and isinstance(args[0], (int, np.integer)):
+        return np.reshape(self, (-1,))[args[0]]
+    return self[args[0] if len(args) == 1 else args]
+
+
+def _tolist(self: Any) -> Any:
+    """As ndarray.tolist, with traced 0-d entries in the nested lists."""
+    if self.ndim == 0:
+        return self
+    return [_tolist(self[i]) for i in range(self.shape[0])]
+
+
+def _view(self: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A002
+    """``x.view()`` (same dtype, same type): a view; other dtypes or types are refused."""
+    if (dtype is None or np.dtype(dtype) == self.dtype) and type is None:
+        return self[...]
+    raise TypeError(
+        f"dualad: x.view(dtype={dtype}, type={type}) reinterprets the memory of a traced "
+        f"value, which has no derivative; use ad.value(x).view(...) deliberately."
+    )
+
+
+def _no_device(device: Any) -> Any:
+    raise ValueError(f"dualad: traced values live on 'cpu'; cannot move to {device!r}")
+
+
+def _resize(self: Any, *args: Any, **kwargs: Any) -> None:
+    raise TypeError(
+        "dualad: x.resize(...) changes a traced array's size in place; use "
+        "y = np.resize(x, shape) (a new array) instead."
+    )
+
+
+# ndarray's methods that are numpy functions of the array: x.std() is np.std(x)
+_FUNCTION_METHODS = (
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "choose",
+    "conj", "conjugate", "cumprod", "cumsum", "diagonal", "nonzero", "ptp", "repeat",
+    "round", "searchsorted", "std", "swapaxes", "take", "trace", "var",
+)
+for _name in _FUNCTION_METHODS:
+    if _name not in NumpyOverloads.__dict__ or _name in ("conj", "conjugate"):
+        setattr(NumpyOverloads, _name, _numpy_method(_name))
+for _name in ("sort", "partition"):
+    setattr(NumpyOverloads, _name, _in_place_method(_name))
+for _name in ("byteswap", "dump", "dumps", "tobytes", "tofile", "getfield", "setfield"):
+    setattr(NumpyOverloads, _name, _dropping_method(_name))
+NumpyOverloads.compress = (  # type: ignore[attr-defined]
+    lambda self, condition, axis=None: np.compress(condition, self, axis))
+NumpyOverloads.item = _item  # type: ignore[attr-defined]
+NumpyOverloads.tolist = _tolist  # type: ignore[attr-defined]
+NumpyOverloads.view = _view  # type: ignore[attr-defined]
+NumpyOverloads.resize = _resize  # type: ignore[attr-defined]
+NumpyOverloads.fill = lambda self, value: self.__setitem__(Ellipsis, value)  # type: ignore
+NumpyOverloads.put = lambda self, *a, **k: np.put(self, *a, **k)  # type: ignore
+NumpyOverloads.__round__ = lambda self, ndigits=None: np.round(self, ndigits or 0)  # type: ignore
+NumpyOverloads.real = property(lambda self: np.real(self))  # type: ignore
+NumpyOverloads.imag = property(lambda self: np.imag(self))  # type: ignore
+NumpyOverloads.flat = property(lambda self: np.ravel(self))  # type: ignore
+NumpyOverloads.mT = property(lambda self: np.swapaxes(self, -1, -2))  # type: ignore
+NumpyOverloads.device = property(lambda self: "cpu")  # type: ignore
+NumpyOverloads.to_device = (  # type: ignore[attr-defined]
+    lambda self, device, /, *, stream=None: self if device == "cpu" else _no_device(device))
+NumpyOverloads.base = property(lambda self: None)  # type: ignore
+NumpyOverloads.flags = property(lambda self: np.asarray(self._primal()).flags)  # type: ignore
+NumpyOverloads.strides = property(  # type: ignore
+    lambda self: np.asarray(self._primal()).strides)
+NumpyOverloads.setflags = lambda self, *a, **k: None  # type: ignore
+NumpyOverloads.itemsize = property(lambda self: self.dtype.itemsize)  # type: ignore
+NumpyOverloads.nbytes = property(lambda self: self.size * self.dtype.itemsize)  # type: ignore
+del _name
 
 
 def _object_loop_method(ufunc: np.ufunc) -> Any:

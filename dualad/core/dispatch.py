@@ -125,6 +125,10 @@ class RuleFunction:
         """Whether ``method`` (a :class:`plum.Method`) is one of dualad's own rules."""
         return id(method.implementation) in self._builtin
 
+    def is_builtin_implementation(self, impl: Any) -> bool:
+        """Whether ``impl`` (as :meth:`resolve` returns it) is one of dualad's own rules."""
+        return id(impl) in self._builtin
+
     @property
     def methods(self) -> list[Any]:
         """Every registered method (:class:`plum.Method`: ``.signature``, ``.implementation``)."""

@@ -21,6 +21,8 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import numpy as np
+
 from .dispatch import forward
 from .operators import Broadcasted, Method, Operator
 
@@ -29,6 +31,10 @@ __all__ = [
     "new_level",
     "innermost",
     "apply_operator",
+    "as_numpy_argument",
+    "is_foreign_array",
+    "lift_objects",
+    "normalize_arguments",
     "primitive",
     "recording_paused",
     "pause_recording",
@@ -108,8 +114,124 @@ def innermost(args: tuple, kwargs: dict | None = None) -> Traced | None:
     return best
 
 
+# Types that are never foreign arrays (checked first, on the hot path).
+_PLAIN_TYPES = frozenset((float, int, bool, complex, str, type(None), slice, type(Ellipsis),
+                          np.ndarray, np.float64, np.float32, np.int64, np.bool_, np.dtype,
+                          list, tuple, dict))
+_FOREIGN: dict[type, bool] = {}
+
+
+def is_foreign_array(x: Any) -> bool:
+    """Whether ``x`` is an array type of another library that wraps numpy data
+    (``xarray.DataArray``, ``pandas.Series``, ...): not a numpy array or scalar, not traced,
+    but convertible with ``np.asarray``.
+
+    Example:
+        >>> import numpy as np
+        >>> is_foreign_array(np.ones(2)), is_foreign_array(2.0)
+        (False, False)
+    """
+    t = type(x)
+    if t in _PLAIN_TYPES:
+        return False
+    known = _FOREIGN.get(t)
+    if known is None:
+        known = not issubclass(t, (np.ndarray, np.generic, Traced)) and any(
+            hasattr(t, name) for name in ("__array__", "__array_ufunc__",
+                                          "__array_function__", "__array_priority__"))
+        _FOREIGN[t] = known
+    return known
+
+
+def _is_object_array(x: Any) -> bool:
+    return type(x) is np.ndarray and x.dtype.hasobject
+
+
+def lift_objects(x: Any) -> Any:
+    """An object array holding traced values (``np.array([a, b])``) as one traced array.
+
+    Anything else (object arrays without traced items included) is returned unchanged.
+    """
+    if not _is_object_array(x):
+        return x
+    items = [lift_objects(item) for item in x.reshape(-1)]
+    if not any(isinstance(item, Traced) for item in items):
+        return x
+    if x.ndim == 0:
+        return items[0]
+    return np.reshape(np.stack(items), x.shape + tuple(np.shape(items[0])))
+
+
+def as_numpy_argument(x: Any) -> Any:
+    """An argument as the engine computes with it: foreign arrays unwrapped to numpy
+    (their derivative-carrying contents, if any, lifted), object arrays of traced values
+    lifted to one traced array; a clear ``TypeError`` for a foreign type numpy cannot
+    convert."""
+    if _is_object_array(x):
+        return lift_objects(x)
+    if not is_foreign_array(x):
+        return x
+    try:
+        arr = np.asarray(x)
+    except TypeError as error:
+        raise TypeError(
+            f"dualad: cannot use a {type(x).__module__}.{type(x).__name__} together with "
+            f"traced values: numpy cannot convert it ({error}). Convert it first "
+            f"(np.asarray(obj), obj.to_numpy(), obj.values) and pass the plain array."
+        ) from error
+    if arr.dtype.hasobject:
+        lifted = lift_objects(arr)
+        if lifted is arr:
+            raise TypeError(
+                f"dualad: cannot use a {type(x).__module__}.{type(x).__name__} together "
+                f"with traced values: np.asarray gives an object array (dtype object, shape "
+                f"{arr.shape}). Convert it to a numeric numpy array first (e.g. obj.toarray(),"
+                f" obj.to_numpy(dtype=float))."
+            )
+        return lifted
+    return arr
+
+
+def normalize_arguments(args: tuple) -> tuple | None:
+    """``args`` with foreign arrays and object arrays of traced values replaced by what
+    :func:`as_numpy_argument` makes of them (also one list level deep); ``None`` when
+    nothing needs replacing (the common case, checked cheaply)."""
+    found = False
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            if a.dtype.hasobject:
+                found = True
+                break
+        elif t is list or t is tuple:
+            if any(_is_object_array(b) or is_foreign_array(b) for b in a):
+                found = True
+                break
+        elif is_foreign_array(a):
+            found = True
+            break
+    if not found:
+        return None
+    out = []
+    for a in args:
+        t = type(a)
+        if t is list or t is tuple:
+            out.append(t(as_numpy_argument(b) for b in a))
+        else:
+            out.append(as_numpy_argument(a))
+    return tuple(out)
+
+
 def apply_operator(op: Operator, args: tuple, kwargs: dict) -> Any:
     """Apply ``op`` to ``args``, recording or propagating tangents for the innermost level."""
+    normalized = normalize_arguments(args)
+    if normalized is not None:
+        args = normalized
+    if kwargs:
+        values = tuple(kwargs.values())
+        normalized = normalize_arguments(values)
+        if normalized is not None:
+            kwargs = dict(zip(kwargs, normalized))
     top = None
     for a in args:
         if isinstance(a, Traced):

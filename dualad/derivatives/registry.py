@@ -65,6 +65,7 @@ __all__ = [
     "register_tables",
     "rules",
     "traced_function",
+    "undefined_derivative_error",
 ]
 
 # Functions that can divide by zero or leave their domain where the rule's function did
@@ -361,6 +362,18 @@ def operator_type(f: Callable[..., Any]) -> type:
     if isinstance(op, Operator):
         return type(op)
     return Broadcasted[f]
+
+
+def undefined_derivative_error(rule: ElementwiseRule, index: int) -> TypeError:
+    """The error for differentiating ``rule``'s function with respect to an argument whose
+    derivative the rule declares ``None`` (not differentiable)."""
+    name = rule.arg_names[index] if index < len(rule.arg_names) else str(index)
+    return TypeError(
+        f"dualad: {rule.name}'s rule declares no derivative (None) for its argument "
+        f"{name!r} (position {index}), but that argument depends on the variable being "
+        f"differentiated. Pass it as a constant (ad.value(...)) or give the rule a "
+        f"derivative expression for {name!r} (ad.define_rule(..., derivatives=(...)))."
+    )
 
 
 def derivative_kind(d: Derivative) -> str:

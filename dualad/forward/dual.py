@@ -39,7 +39,7 @@ from ..core.array_protocol import BINARY_OPERATORS, NumpyOverloads, shape_of
 from ..core.dispatch import forward, missing_rule_message
 from ..core.errors import MissingRuleError, ShapeError, TagMismatchError
 from ..core.operators import Broadcasted, Method, Operator
-from ..core.tracing import Traced, apply_operator, new_level
+from ..core.tracing import Traced, apply_operator, new_level, normalize_arguments
 
 __all__ = [
     "Dual",
@@ -323,6 +323,9 @@ class Dual(Traced, NumpyOverloads):
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         if _STALE[0]:
             _refresh_fast_paths()
+        normalized = normalize_arguments(args)
+        if normalized is not None:  # foreign arrays, object arrays of traced values
+            return apply_operator(Method.instance(func), args, kwargs)
         impl = _FAST_FUNCTION.get(func)
         if impl is not None and _dual_is_innermost(args, kwargs):
             return impl(args, kwargs)
@@ -434,6 +437,9 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
             r = _scalar_binary(ufunc, inputs[0], inputs[1])
             if r is not None:
                 return r
+        if normalize_arguments(inputs) is not None:  # foreign or object arrays
+            return apply_operator(Broadcasted.instance(ufunc) if ufunc.signature is None
+                                  else Method.instance(ufunc), inputs, {})
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)

@@ -31,12 +31,14 @@ from ..derivatives.registry import (
     not_differentiable_message,
     on_rule_registered,
     operator_type,
+    undefined_derivative_error,
 )
 from . import kernels as dual_kernels
 from .dual import (
     Dual,
     dual_signatures,
     innermost_tag,
+    partials_at,
     register_fast_ufunc,
     register_forward,
     register_scalar_ufunc,
@@ -178,6 +180,9 @@ def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
 def register_rule_forward(rule: Any) -> None:
     """Register the tangent rule of one ``ElementwiseRule`` (the generator's hook)."""
     impl = elementwise_tangent(rule)
+    undefined = [i for i, d in enumerate(rule.expressions) if derivative_kind(d) == "none"]
+    if undefined:
+        impl = _refusing_undefined(rule, impl, undefined)
 
     def method(op, *args, **kwargs):  # plum: no annotations here
         return impl(args, kwargs)
@@ -189,8 +194,25 @@ def register_rule_forward(rule: Any) -> None:
         register_forward(op_type, types, method)
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
-        if all(derivative_kind(d) != "refuse" for d in rule.expressions):  # impl raises
+        if not undefined and all(derivative_kind(d) != "refuse" for d in rule.expressions):
             register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+
+
+def _refusing_undefined(rule: Any, impl: Callable[[tuple, dict], Any],
+                        undefined: list[int]) -> Callable[[tuple, dict], Any]:
+    """``impl`` that raises when an argument whose derivative is ``None`` carries a tangent
+    (differentiating with respect to it would otherwise give a silent zero)."""
+
+    def checked(args: tuple, kwargs: dict) -> Any:
+        tag = innermost_tag(args)
+        for i in undefined:
+            if i < len(args) and tag is not None and partials_at(args[i], tag) is not None:
+                raise undefined_derivative_error(rule, i)
+        return impl(args, kwargs)
+
+    checked.__name__ = impl.__name__
+    checked.__doc__ = impl.__doc__
+    return checked
 
 
 def register_value_rule(ufunc: Any) -> None:

@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from .. import njit as _njit
-from ..core.arguments import as_differentiable, check_output, to_user
+from ..core.arguments import (
+    as_differentiable,
+    as_dtype,
+    check_output,
+    derivative_dtype,
+    to_user,
+)
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
 from ..core.tracing import Traced
@@ -243,7 +249,7 @@ def _unflatten(spec: Any, leaves: list[Any]) -> Any:
 class _Seeds:
     """The differentiated leaves of all argnums, numbered as one input vector."""
 
-    __slots__ = ("args", "nums", "specs", "leaves", "offsets", "sizes", "n")
+    __slots__ = ("args", "nums", "specs", "leaves", "offsets", "sizes", "n", "dtypes")
 
     def __init__(self, args: tuple, nums: tuple[int, ...], fname: str) -> None:
         self.args = list(args)
@@ -252,9 +258,11 @@ class _Seeds:
         self.leaves: list[list[Any]] = []
         self.offsets: list[list[int]] = []
         self.sizes: list[list[int]] = []
+        self.dtypes: list[list[Any]] = []
         n = 0
         for i in nums:
             leaves, spec = _flatten(args[i])
+            self.dtypes.append([derivative_dtype(leaf) for leaf in leaves])
             values = [_prepare(leaf, f"argument {i} of {fname}") for leaf in leaves]
             self.specs.append(spec)
             self.leaves.append(values)
@@ -329,9 +337,11 @@ def _jacobian_general(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
             oshape = shape_of(v)
             full = _assemble([b[j] for b in blocks], widths, oshape, n)
             leaves = []
-            for leaf, off, size in zip(seeds.leaves[a], seeds.offsets[a], seeds.sizes[a]):
+            for leaf, off, size, dtype in zip(seeds.leaves[a], seeds.offsets[a],
+                                              seeds.sizes[a], seeds.dtypes[a]):
                 block = full if size == n else full[..., off:off + size]
-                leaves.append(_result_leaf(np.reshape(block, oshape + shape_of(leaf))))
+                leaves.append(as_dtype(_result_leaf(np.reshape(block, oshape + shape_of(leaf))),
+                                       dtype))
             per_out.append(_unflatten(seeds.specs[a], leaves))
         results.append(_unflatten(out_spec, per_out))
     return results
@@ -383,7 +393,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
         call[i] = Dual._make(x.copy(), seed if len(shape) == 1 else seed.reshape(shape + (w,)),
                              tag)
         out = f(*call, **kwargs)
-        if type(out) is np.ndarray and out.dtype == object:
+        if type(out) is not Dual:  # object arrays, foreign arrays holding Duals
             out = lift_object_array(out)
         if type(out) is Dual and out.tag is tag:
             out_shape = shape_of(out.value)

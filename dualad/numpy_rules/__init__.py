@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
     complex_parts,
     contractions,
+    derived,
     eigen,
     elementwise,
     fft,
@@ -20,5 +21,6 @@ from . import (  # noqa: F401
     reductions,
     selection,
     shapes,
+    ufunc_methods,
     writes,
 )

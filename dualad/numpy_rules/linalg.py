@@ -58,6 +58,7 @@ from ._support import (
     split_duals,
     tangent_rule,
 )
+from .reductions import exclusive_products
 
 __all__: list[str] = []
 
@@ -160,8 +161,24 @@ def tangent_parts_2(a: Any, b: Any) -> tuple[Any, list[tuple[Any, Any]]]:
     return tag, list(zip(values, partials))
 
 
+def _cofactors(a: np.ndarray) -> np.ndarray:
+    """The cofactor matrix of a plain (stack of) square matrix: ``d det(a) / d a``.
+
+    From the SVD ``a = U diag(s) Vh``: ``adj(a) = det(U) det(Vh) Vh.T diag(prod of the other
+    s) U.T``, defined for singular matrices too (as JAX's det gradient is); the cofactors
+    are its transpose.
+    """
+    u, s, vh = np.linalg.svd(a)
+    others = exclusive_products(s, (s.ndim - 1,))
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    adjugate = (_mT(vh) * others[..., None, :]) @ _mT(u)
+    return _mT(adjugate) * sign[..., None, None]
+
+
 @gradient_rule(np.linalg.det)
 def _det(grad: Any, output: Any, a: Any) -> tuple:
+    if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+        return (np.expand_dims(np.expand_dims(grad, -1), -1) * _cofactors(a),)
     scale = np.expand_dims(np.expand_dims(grad * output, -1), -1)
     return (scale * _mT(np.linalg.inv(a)),)
 
@@ -169,6 +186,9 @@ def _det(grad: Any, output: Any, a: Any) -> tuple:
 @tangent_rule(np.linalg.det)
 def _det_tangent(a: Any) -> Any:
     d = np.linalg.det(a.value)
+    if isinstance(a.value, np.ndarray) and a.value.dtype.kind == "f":
+        inner = np.einsum("...ij,...ijk->...k", _cofactors(a.value), a.partials)
+        return Dual._make(d, inner, a.tag)
     inner = np.einsum("...ij,...jik->...k", np.linalg.inv(a.value), a.partials)
     return Dual._make(d, inner * np.expand_dims(d, -1), a.tag)
 

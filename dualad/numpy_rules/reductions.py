@@ -249,9 +249,14 @@ def exclusive_products(x: Any, axes: tuple[int, ...]) -> Any:
 
 def _prod_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) -> Any:
     w = _where(p)
+    initial = p.get("initial", _NoValue)
+    scaled = not (initial is _NoValue or initial is None)  # the result is initial * prod(x)
     if w is not None:
         x = np.where(np.broadcast_to(w, shape_of(x)), x, 1.0)
-        return exclusive_products(x, axes) * np.broadcast_to(w, shape_of(x))
+        weights = exclusive_products(x, axes) * np.broadcast_to(w, shape_of(x))
+        return weights * initial if scaled else weights
+    if scaled:
+        return exclusive_products(x, axes) * initial
     return exclusive_products(x, axes)
 
 
@@ -259,7 +264,8 @@ _reduction_rules((np.prod,), _REDUCE_NAMES, None, _prod_weights)
 _reduction_rules((np.multiply.reduce,), _UFUNC_REDUCE_NAMES, 0, _prod_weights)
 _reduction_rules((np.nanprod,), _REDUCE_NAMES, None,
                  lambda x, out, axes, keepdims, p: exclusive_products(
-                     np.where(np.isnan(x), 1.0, x), axes) * (~np.isnan(x)))
+                     np.where(np.isnan(x), 1.0, x), axes) * (~np.isnan(x))
+                 * (1.0 if p.get("initial", _NoValue) in (_NoValue, None) else p["initial"]))
 
 
 # -- variance and standard deviation ------------------------------------------------------------

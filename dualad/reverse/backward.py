@@ -162,6 +162,25 @@ def _complex_for_real(g: Any, v: Any) -> bool:
     return not (isinstance(v, complex) or (vtype is not None and vtype.kind == "c"))
 
 
+def _builtin_rule(op: Any, g: Any, output: Any, values: list, kwargs: dict) -> bool:
+    """Whether the gradient rule that ran is dualad's own (whose ``None`` for an argument
+    means a zero gradient: ``np.full_like``'s template) rather than a user's."""
+    types = (type(op), type(g), type(output)) + tuple(map(type, values))
+    return gradient.is_builtin_implementation(gradient.resolve(types))
+
+
+def _no_gradient_error(op: Any, index: int, values: list) -> RuleError:
+    """A rule returned ``None`` for an argument that depends on the differentiated
+    variables: the derivative is undefined there, never a silent zero."""
+    kinds = ", ".join(type(v).__name__ for v in values)
+    return RuleError(
+        f"the gradient rule for {op!r} (called with {kinds}) returned None for argument "
+        f"{index}, which depends on the variables being differentiated: the rule gives "
+        f"no derivative for it. Return its gradient from the rule (zeros if it is truly "
+        f"constant), or pass that argument as a constant (ad.value(...))."
+    )
+
+
 _NEEDS = threading.local()
 
 
@@ -237,6 +256,8 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             _check_rule_result(node, result, values)
         for i, r in enumerate(result):
             if r is None:
+                if needs[i] and not _builtin_rule(op, g, output, values, node.kwargs):
+                    raise _no_gradient_error(op, i, values)
                 continue
             arg = args[i]
             if isinstance(arg, AbstractNode):

@@ -28,7 +28,9 @@ from ..derivatives.registry import (
     derivative_kind,
     on_rule_registered,
     operator_type,
+    undefined_derivative_error,
 )
+from .backward import gradients_needed
 
 __all__ = ["register_rule_gradient"]
 
@@ -64,8 +66,11 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     def body(grad: Any, output: Any, args: tuple) -> tuple:
         ds = derivatives(*args, output) if need else ()
         result = []
+        needed = gradients_needed()
         for i, (kind, a) in enumerate(zip(kinds, args)):
             if kind == "none" or kind == "refuse":  # "refuse": recording raised already
+                if kind == "none" and needed is not None and i < len(needed) and needed[i]:
+                    raise undefined_derivative_error(rule, i)
                 result.append(None)
             elif kind == "zero":
                 result.append(np.zeros(shape_of(a)))

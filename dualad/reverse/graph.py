@@ -17,17 +17,18 @@ Example:
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..core.arguments import as_differentiable, is_differentiable_output, value
-from ..core.array_protocol import NumpyOverloads
+from ..core.array_protocol import NumpyOverloads, shape_of
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator
-from ..core.tracing import Traced, innermost, recording_paused
+from ..core.tracing import Traced, innermost, normalize_arguments, recording_paused
 from ..derivatives.registry import get_rule, not_differentiable_message, refused_positions
 
 __all__ = [
@@ -88,6 +89,9 @@ class AbstractNode(Traced, NumpyOverloads):
         return node
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        normalized = normalize_arguments(args)
+        if normalized is not None:  # foreign arrays, object arrays of traced values
+            args = normalized
         if kwargs and any(isinstance(v, AbstractNode) for v in kwargs.values()):
             args, kwargs = _traced_keywords_positional(func, args, kwargs)
         hook = _FUNCTION_HOOKS.get(func)
@@ -96,7 +100,10 @@ class AbstractNode(Traced, NumpyOverloads):
             result = handler(func, args, kwargs)
             if result is not None or in_place:
                 return result
-        return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
+        result = NumpyOverloads.__array_function__(self, func, types, args, kwargs)
+        if _MUTABLE_MADE and type(result) is CachedNode:
+            result = _function_view(func, args, kwargs, result)
+        return result
 
     def __setitem__(self, key: Any, item: Any) -> None:
         raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
@@ -215,9 +222,15 @@ class MutableNode(CachedNode):
     its current contents; a write records ``assign(_state, key, value)`` and rebinds this
     node (and ``_state``) to it. Calls that use this node record ``_state`` instead, so they
     keep the contents they saw when later writes happen.
+
+    numpy's aliasing is kept: what numpy returns as a view of the array (``y[1:]``,
+    ``y[0]`` of a matrix, ``y.T``, ``y.reshape(...)``: results that share its memory) is a
+    writable node too, refreshed after every write into ``y``; a write into the view
+    (``v[0] = ...``, ``v += ...``) is written through to ``y``. In-place operators
+    (``y += x``) are writes.
     """
 
-    __slots__ = ("_state",)
+    __slots__ = ("_state", "_views", "_base", "_key", "_recompute")
 
     @classmethod
     def from_state(cls, state: CachedNode) -> MutableNode:
@@ -226,17 +239,133 @@ class MutableNode(CachedNode):
         _MUTABLE_MADE = True
         self = cls.recorded(state.op, state.args, state.kwargs, state.output, state.level)
         self._state = state
+        self._views = None
+        self._base = None
+        self._key = None
+        self._recompute = None
         return self
 
     def _rebind(self, state: CachedNode) -> None:
         self.op, self.args, self.kwargs = state.op, state.args, state.kwargs
         self.output, self.level = state.output, state.level
         self._state = state
+        if self._base is not None:  # a view: the write goes through to its base
+            self._write_back()
+        if self._views:
+            self._refresh_views()
+
+    # -- numpy's aliasing: views of a writable node follow its writes, and writes into a
+    # view reach the array it views
+    def _view(self, out: Any, key: Any, recompute: Any) -> Any:
+        """``out`` (computed from this node) as a view of it when numpy's result shares
+        memory with this node's array, else ``out`` unchanged."""
+        if not (type(out) is CachedNode and out.level == self.level
+                and isinstance(out.output, np.ndarray) and isinstance(self.output, np.ndarray)
+                and np.may_share_memory(out.output, self.output)):
+            return out
+        view = MutableNode.from_state(out)
+        view._base = self
+        view._key = key
+        view._recompute = recompute
+        if self._views is None:
+            self._views = []
+        self._views.append(weakref.ref(view))
+        return view
+
+    def _refresh_views(self) -> None:
+        alive = []
+        for ref in self._views:
+            view = ref()
+            if view is None:
+                continue
+            alive.append(ref)
+            state = view._recompute(self._state)
+            view.op, view.args, view.kwargs = state.op, state.args, state.kwargs
+            view.output, view.level = state.output, state.level
+            view._state = state
+            if view._views:
+                view._refresh_views()
+        self._views = alive
+
+    def _write_back(self) -> None:
+        base = self._base
+        if self._key is _NOT_INDEXED:
+            raise TypeError(
+                f"dualad: writing into a view made by a numpy function (shape "
+                f"{self.shape}) of an array allocated with np.empty_like / np.zeros_like / "
+                f"np.copy is not supported in reverse mode; write into the array itself "
+                f"with an index (y[i, :] = ..., y[..., j] = ...)."
+            )
+        _WRITE_RULE[0](base, self._key, self._state)
+
+    def __getitem__(self, key: Any) -> Any:
+        out = NumpyOverloads.__getitem__(self, key)
+        return self._view(out, key, lambda state: state[key])
 
     def __setitem__(self, key: Any, item: Any) -> None:
         if not _WRITE_RULE:
             raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
         _WRITE_RULE[0](self, key, item)
+
+    # in-place operators write, as numpy's do (views of this array see the change)
+    def _in_place(self, result: Any) -> MutableNode:
+        if shape_of(result) != self.shape:
+            raise ValueError(
+                f"non-broadcastable output operand with shape {self.shape} doesn't match "
+                f"the broadcast shape {shape_of(result)}"
+            )
+        self[...] = result
+        return self
+
+    def __iadd__(self, other: Any) -> MutableNode:
+        return self._in_place(self + other)
+
+    def __isub__(self, other: Any) -> MutableNode:
+        return self._in_place(self - other)
+
+    def __imul__(self, other: Any) -> MutableNode:
+        return self._in_place(self * other)
+
+    def __itruediv__(self, other: Any) -> MutableNode:
+        return self._in_place(self / other)
+
+    def __ipow__(self, other: Any) -> MutableNode:
+        return self._in_place(self ** other)
+
+    def __imatmul__(self, other: Any) -> MutableNode:
+        return self._in_place(self @ other)
+
+
+# The key of a view made by a numpy function (np.transpose, x.T, reshape), not by indexing.
+_NOT_INDEXED = object()
+
+
+def _function_view(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+    """``out = func(*args, **kwargs)`` as a view of the writable node among ``args`` when
+    numpy's result shares its memory (``x.T``, ``np.reshape``), else ``out`` unchanged.
+
+    A write into such a view reaches its base through the base's entries the view shows,
+    found by applying ``func`` to the base's flat indices."""
+    if type(out) is not CachedNode:
+        return out
+    for i, a in enumerate(args):
+        if type(a) is MutableNode:
+            def recompute(state: Any, i: int = i) -> Any:
+                call = list(args)
+                call[i] = state
+                return func(*call, **kwargs)
+
+            key: Any = _NOT_INDEXED
+            shape = a.shape
+            try:
+                index = recompute(np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape))
+                if (isinstance(index, np.ndarray) and index.dtype.kind == "i"
+                        and index.shape == out.shape):
+                    key = np.unravel_index(index, shape)
+            except Exception:  # noqa: BLE001 - no index map: writes through it are refused
+                key = _NOT_INDEXED
+            return a._view(out, key, recompute)
+    return out
 
 
 _MUTABLE_MADE = False

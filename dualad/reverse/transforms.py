@@ -17,7 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arguments import Argnums, as_differentiable, check_output, normalize_argnums, to_user
+from ..core.arguments import (
+    Argnums,
+    as_differentiable,
+    as_dtype,
+    check_output,
+    check_real_output,
+    derivative_dtype,
+    normalize_argnums,
+    to_user,
+)
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
 from ..core.tracing import Traced, new_level
@@ -36,26 +45,28 @@ class _Inputs:
         self.args = list(args)
         self.specs: list[Any] = []
         self.variables: list[list[Variable]] = []
+        self.dtypes: list[list[Any]] = []
         for i in argnums:
             leaves, spec = tree_flatten(args[i])
             vs = [Variable(as_differentiable(leaf, f"argument {i} of {fname}"), self.level)
                   for leaf in leaves]
             self.specs.append(spec)
             self.variables.append(vs)
+            self.dtypes.append([derivative_dtype(leaf) for leaf in leaves])
             self.args[i] = tree_unflatten(spec, vs)
 
     def gradients(self, leaf_grads: dict[int, Any]) -> list[Any]:
         """One gradient tree per differentiated argument (zeros where unreached)."""
         trees = []
-        for spec, vs in zip(self.specs, self.variables):
+        for spec, vs, dtypes in zip(self.specs, self.variables, self.dtypes):
             gs = []
-            for v in vs:
+            for v, dtype in zip(vs, dtypes):
                 g = leaf_grads.get(id(v))
                 if g is None:
                     g = np.zeros(shape_of(v.value))
                 elif not isinstance(g, Traced) and shape_of(g) != shape_of(v.value):
                     g = np.broadcast_to(g, shape_of(v.value))
-                gs.append(to_user(g))
+                gs.append(as_dtype(to_user(g), dtype))
             trees.append(tree_unflatten(spec, gs))
         return trees
 
@@ -110,21 +121,18 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
                 f"{type(out).__name__}; use ad.jacobian or ad.vjp for several outputs."
             )
         shape = shape_of(out)
-        if shape != ():
+        if shape != () and int(np.prod(shape, dtype=np.int64)) != 1:
             raise ValueError(
                 f"{fname}: grad needs a scalar output, but the function returned shape "
                 f"{shape}; reduce it (e.g. np.sum) or use ad.jacobian(f) / ad.vjp(f, x) "
                 f"for non-scalar outputs."
             )
-        if not holomorphic and _is_complex_value(out):
-            raise TypeError(
-                f"{fname}: grad needs a real-valued output, but the function returned a "
-                f"complex number; differentiate np.real / np.abs of it, or pass "
-                f"holomorphic=True for a complex-differentiable f (then the result is f'(z))."
-            )
+        if not holomorphic:
+            check_real_output(out, fname)
         leaf_grads: dict[int, Any] = {}
         if isinstance(out, AbstractNode) and out.level == inputs.level:
-            leaf_grads = reverse_pass({id(out): (out, np.float64(1.0))})
+            seed = np.float64(1.0) if shape == () else np.ones(shape)
+            leaf_grads = reverse_pass({id(out): (out, seed)})
         grads = inputs.gradients(leaf_grads)
         value = to_user(_output_value(out, inputs.level))
         return value, (grads[0] if single else tuple(grads))
@@ -268,6 +276,7 @@ def _jacobian_blocks(out: Any, inputs: _Inputs, in_shapes: list[list[tuple[int, 
                 continue
             stacked = np.stack([np.broadcast_to(r, shape) if not isinstance(r, Traced) else r
                                 for r in rows[a][j]])
-            leaves.append(to_user(np.reshape(stacked, out_shape + shape)))
+            leaves.append(as_dtype(to_user(np.reshape(stacked, out_shape + shape)),
+                                   inputs.dtypes[a][j]))
         blocks.append(leaves)
     return blocks

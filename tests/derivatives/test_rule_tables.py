@@ -194,9 +194,12 @@ def test_define_rule_binary_with_broadcasting_and_a_non_differentiable_argument(
     x = np.ones((2, 3))
     g = ad.grad(lambda t: np.sum(f(t, np.array([0.0, 1.0, 2.0]))))(x)
     np.testing.assert_allclose(g, np.broadcast_to([1.0, 2.0, 4.0], (2, 3)))
-    g = ad.grad(lambda t: np.sum(f(np.ones((2, 3)), t)))(np.array([1.0, 2.0, 3.0]))
-    # k is declared not differentiable, so it gets no gradient (zeros for the user)
-    np.testing.assert_array_equal(g, 0.0)
+    # k is declared not differentiable: differentiating with respect to it is an error,
+    # never a silent zero, in both modes
+    with pytest.raises(TypeError, match=r"scaled's rule declares no derivative .* 'k'"):
+        ad.grad(lambda t: np.sum(f(np.ones((2, 3)), t)))(np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match=r"scaled's rule declares no derivative .* 'k'"):
+        ad.jacobian(lambda t: f(np.ones((2, 3)), t), mode="forward")(np.array([1.0, 2.0, 3.0]))
 
 
 def test_define_rule_wrong_number_of_derivatives():
