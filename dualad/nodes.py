@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .dispatch import call_rule, forward
-from .numpy_bridge import NumpyOverloads
+from .numpy_bridge import NumpyOverloads, value_observer
 from .operators import Method, Operator
 from .tracing import Traced, recording_paused
 
@@ -95,6 +95,9 @@ class AbstractNode(Traced, NumpyOverloads):
         else:
             out = call_rule(forward, op, *values)
         if not is_differentiable_output(out) or recording_paused():
+            observer = value_observer.get()
+            if observer is not None and not recording_paused():
+                return observer.on_result(op, args, kwargs, out, level)
             return out
         if type(op) not in _HAS_GRADIENT:
             _require_gradient_rule(op, out, values)
