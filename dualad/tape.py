@@ -164,31 +164,55 @@ def _constant_key(x: Any) -> Any:
     return (type(x), x)
 
 
-_DEFAULT_FORWARD: list[Any] = []
+class _Resolutions:
+    """Methods of one plum function by argument types, resolved with plum's public
+    ``resolve_method`` and remembered until a method is registered or replaced."""
+
+    def __init__(self, function: plum.Function) -> None:
+        self.function = function
+        self.lock = threading.Lock()
+        self.fingerprint: tuple[int, ...] = ()
+        self.found: dict[tuple[type, ...], Any] = {}
+
+    def refresh(self) -> None:
+        """Forget what was found if plum's methods changed (called once per recording)."""
+        fingerprint = tuple(map(id, self.function.methods))
+        with self.lock:
+            if fingerprint != self.fingerprint:
+                self.fingerprint = fingerprint
+                self.found = {}
+
+    def __call__(self, types: tuple[type, ...]) -> Any:
+        """The method for ``types``, or None when plum finds none (or several)."""
+        found = self.found.get(types, self)
+        if found is not self:
+            return found
+        try:
+            method, _ = self.function.resolve_method(plum.Signature(*types))
+        except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
+            method = None
+        with self.lock:
+            self.found[types] = method
+        return method
 
 
-def _default_forward() -> Any:
-    """The catch-all ``forward`` method (a plain call of the operator's function)."""
-    if not _DEFAULT_FORWARD:
-        _DEFAULT_FORWARD.append(forward_rules.resolve_method(plum.Signature(Operator))[0])
-    return _DEFAULT_FORWARD[0]
+_FORWARD_METHODS = _Resolutions(forward_rules)
+_GRADIENT_METHODS = _Resolutions(gradient_rules)
 
 
 def _resolve_forward(op: Operator, values: Sequence[Any]) -> Callable[..., Any]:
-    try:
-        method, _ = forward_rules.resolve_method(plum.Signature(type(op), *map(type, values)))
-    except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
+    method = _FORWARD_METHODS((type(op),) + tuple(map(type, values)))
+    if method is None:
         return functools.partial(forward_rules, op)
-    if method is _default_forward():
+    if method is _FORWARD_METHODS((Operator,)):  # the catch-all: a plain call
         return getattr(op, "f", op)
     return functools.partial(method, op)
 
 
 def _resolve_gradient(op: Operator, output: Any, values: Sequence[Any]) -> Callable[..., Any]:
     types = (type(op), type(output), type(output)) + tuple(map(type, values))
-    try:
-        method, _ = gradient_rules.resolve_method(plum.Signature(*types))
-    except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
+    method = _GRADIENT_METHODS(types)
+    if method is None:
         return functools.partial(gradient_rules, op)
     return functools.partial(method, op)
 
@@ -416,6 +440,8 @@ def _encode(a: Any, slot_of: dict[int, int]) -> tuple[bool, Any]:
 
 def _build_program(key: Any, level: int, variables: list[Variable], input_leaves: list[int],
                    out: Any, recorder: _Recorder) -> Program:
+    _FORWARD_METHODS.refresh()
+    _GRADIENT_METHODS.refresh()
     out_leaves, out_spec = tree_flatten(out)
     out_leaves = [lift_object_array(o) for o in out_leaves]
     roots = [o for o in out_leaves if isinstance(o, (CachedNode, Variable))
