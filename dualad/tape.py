@@ -421,7 +421,9 @@ def _check_result(e: _Op, result: Any, args: list[Any], targets: list, traced: b
         return
     for pos, _s in targets:
         r = result[pos]
-        if r is not None and shape_of(r) != shape_of(args[pos]) and not e.multi:
+        if r is None or isinstance(args[pos], (tuple, list)):
+            continue
+        if shape_of(r) != shape_of(args[pos]):
             raise ShapeError(
                 f"the gradient rule for {e.op!r} returned a gradient of shape "
                 f"{shape_of(r)} for argument {pos}, whose shape is {shape_of(args[pos])}; "
@@ -649,16 +651,22 @@ class Tape:
                 f"tape of {self.__name__} records again: {why}. Further re-recordings of "
                 f"this tape are not reported.", TapeRetraceWarning, stacklevel=4)
 
-    def _rerecord(self, args: tuple, key: Any, inputs: list[int]) -> Program:
+    def _rerecord(self, args: tuple, key: Any, inputs: list[int], tried: list[Program]
+                  ) -> list[Program]:
+        """Record at ``args`` after every kept recording in ``tried`` failed a guard; the
+        recordings to try next (only the new ones if another thread recorded meanwhile)."""
         with self._lock:
+            kept = self._programs.setdefault(key, [])
+            fresh = [p for p in kept if not any(p is t for t in tried)]
+            if fresh:
+                return fresh
             self._warn("a value the recording depended on (a branch, a loop count, an index) "
                        "differs at the new arguments")
             program = self._record(args, key, inputs)
-            kept = self._programs.setdefault(key, [])
             kept.insert(0, program)
             del kept[MAX_RECORDINGS:]
             self._latest = program
-            return program
+            return [program]
 
     def _replay(self, args: tuple, keep_args: bool) -> tuple[Program, list[Any], Any, Any,
                                                              list[tuple[int, int]], bool]:
@@ -674,24 +682,22 @@ class Tape:
                 values.append(leaf)
             else:
                 values.append(as_differentiable(leaf, f"argument of {self.__name__}"))
-        candidates = self._programs_for(args, key, inputs, ranges)
-        for program in list(candidates):
-            try:
-                if program.input_guards:
-                    _check_input_guards(program, values)
-                if traced:
-                    slots, kept = program.run_traced(values)
-                else:
-                    slots, kept = program.run(values, keep_args)
-                return program, slots, kept, leaves, (ranges, specs), traced
-            except _GuardFailed:
-                continue
-        program = self._rerecord(args, key, inputs)
-        if traced:
-            slots, kept = program.run_traced(values)
-        else:
-            slots, kept = program.run(values, keep_args)
-        return program, slots, kept, leaves, (ranges, specs), traced
+        candidates = list(self._programs_for(args, key, inputs, ranges))
+        tried: list[Program] = []
+        while True:
+            for program in candidates:
+                try:
+                    if program.input_guards:
+                        _check_input_guards(program, values)
+                    if traced:
+                        slots, kept = program.run_traced(values)
+                    else:
+                        slots, kept = program.run(values, keep_args)
+                    return program, slots, kept, leaves, (ranges, specs), traced
+                except _GuardFailed:
+                    continue
+            tried.extend(candidates)
+            candidates = self._rerecord(args, key, inputs, tried)
 
     # public ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
