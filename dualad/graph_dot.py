@@ -8,7 +8,8 @@ operations of a tape (comparisons, indices: see :mod:`dualad.tape`) are dashed.
 Example:
     >>> import numpy as np, dualad as ad
     >>> x = ad.Variable(np.ones(3))
-    >>> text = ad.to_dot(np.sum(np.sin(x)))
+    >>> from dualad.graph_dot import to_dot
+    >>> text = to_dot(np.sum(np.sin(x)))
     >>> text.splitlines()[0], "sin" in text
     ('digraph dualad {', True)
 """

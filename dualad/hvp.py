@@ -5,9 +5,10 @@ direction ``v``; the tangent of that gradient is ``H @ v``. The Hessian itself i
 formed, so the cost is a small multiple of one gradient, whatever the size of ``x``.
 
 Example:
-    >>> import numpy as np, dualad as ad
+    >>> import numpy as np
+    >>> from dualad.hvp import hvp
     >>> f = lambda x: np.sum(x ** 3)
-    >>> ad.hvp(f, np.array([1.0, 2.0]), np.array([1.0, 1.0]))
+    >>> hvp(f, np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     array([ 6., 12.])
 """
 

@@ -27,11 +27,12 @@ One tape may be used from several threads: a replay keeps its values in per-call
 and recording (the only change to a tape) holds the tape's lock.
 
 Example:
-    >>> import numpy as np, dualad as ad
-    >>> tape = ad.record(lambda x: np.sum(np.sin(x) * x), np.zeros(2))
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> tape = record(lambda x: np.sum(np.sin(x) * x), np.zeros(2))
     >>> tape.grad(np.array([1.0, 2.0])).round(4)
-    array([1.3818, 0.0770])
-    >>> float(tape(np.array([1.0, 2.0]))).__round__(4)
+    array([1.3818, 0.077 ])
+    >>> round(float(tape(np.array([1.0, 2.0]))), 4)
     2.6601
 """
 
@@ -526,8 +527,9 @@ class Tape:
     value records again).
 
     Example:
-        >>> import numpy as np, dualad as ad
-        >>> tape = ad.record(lambda a, b: np.trace(a @ b), np.eye(2), np.eye(2))
+        >>> import numpy as np
+        >>> from dualad.tape import record
+        >>> tape = record(lambda a, b: np.trace(a @ b), np.eye(2), np.eye(2))
         >>> ga, gb = tape.grad(np.ones((2, 2)), 2 * np.eye(2), argnums=(0, 1))
         >>> ga
         array([[2., 0.],
@@ -841,8 +843,9 @@ def record(f: Callable[..., Any], *example_args: Any, strict: bool = False) -> T
     ones instead of recording again.
 
     Example:
-        >>> import numpy as np, dualad as ad
-        >>> tape = ad.record(lambda x: x ** 3 if x > 0 else -x, 1.0)
+        >>> import numpy as np
+        >>> from dualad.tape import record
+        >>> tape = record(lambda x: x ** 3 if x > 0 else -x, 1.0)
         >>> float(tape.grad(2.0))
         12.0
     """

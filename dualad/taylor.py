@@ -11,9 +11,10 @@ rates ``log2(r(h) / r(h/2))`` are about 2 and 3 when the derivatives are right, 
 about 1 (or 2) when they are wrong.
 
 Example:
-    >>> import numpy as np, dualad as ad
+    >>> import numpy as np
+    >>> from dualad.taylor import taylor_test
     >>> f = lambda x: np.sum(np.sin(x) * x)
-    >>> rates = ad.taylor_test(f, np.array([0.5, 1.0]), np.array([1.0, -0.5]))
+    >>> rates = taylor_test(f, np.array([0.5, 1.0]), np.array([1.0, -0.5]))
     >>> bool(np.all(np.abs(rates - 2) < 0.2))
     True
 """
