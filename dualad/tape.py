@@ -57,11 +57,15 @@ from .nodes import CachedNode, MutableNode, Variable, as_differentiable
 from .nodes import value as plain_value
 from .numpy_bridge import lift_object_array, shape_of, value_observer
 from .operators import Operator
+from .rule_generator import derivative_kind, get_rule, operator_type
 from .tracing import Traced, apply_operator, new_level
 from .transforms import normalize_argnums, to_user
 from .trees import tree_flatten, tree_unflatten
+from .unbroadcast import unbroadcast
 
 __all__ = ["Tape", "TapeRetraceWarning", "ValueNode", "record"]
+
+_TABLE_MODULE = get_rule.__module__  # where the rules tables' gradient methods are made
 
 #: How many recordings a tape keeps per input signature (different branches).
 MAX_RECORDINGS = 8
@@ -221,7 +225,7 @@ def _resolve_gradient(op: Operator, output: Any, values: Sequence[Any]) -> Calla
 class _Op:
     """One recorded operation of a program."""
 
-    __slots__ = ("op", "fn", "gfn", "template", "refs", "seqs", "kw", "kw_refs", "out",
+    __slots__ = ("op", "fn", "gfn", "rule", "template", "refs", "seqs", "kw", "kw_refs", "out",
                  "differentiable", "guards", "multi", "shape", "arg_shapes")
 
     def args(self, slots: list[Any]) -> list[Any]:
@@ -276,7 +280,9 @@ class Program:
         self.out_spec = out_spec
         self.outputs = outputs  # (is_slot, slot or constant) per output leaf
         self.input_shapes = input_shapes
+        self.slot_of_leaf = {leaf: s for s, leaf in enumerate(input_leaves)}
         self.checked = False
+        self.compiled: dict[Any, Any] = {}
         self._plans: dict[tuple[int, ...], list[tuple[int, _Op, list[bool], list, list]]] = {}
 
     # forward -----------------------------------------------------------------------------
@@ -326,7 +332,7 @@ class Program:
         return [slots[v] if is_slot else v for is_slot, v in self.outputs]
 
     # backward ----------------------------------------------------------------------------
-    def plan(self, wanted: tuple[int, ...]) -> list[tuple[int, _Op, list[bool], list, list]]:
+    def plan(self, wanted: tuple[int, ...]) -> list[tuple[Any, ...]]:
         """The reverse sweep for the input slots ``wanted``: active operations, last first."""
         plan = self._plans.get(wanted)
         if plan is not None:
@@ -350,7 +356,11 @@ class Program:
                     seq_targets.append((pos, live))
             if targets or seq_targets or any(active[s] for _, s in e.kw_refs):
                 active[e.out] = True
-                steps.append((index, e, needs, targets, seq_targets))
+                special = None
+                if e.rule is not None and not e.kw_refs and not e.seqs:
+                    special = _elementwise_gradient(e.rule, needs, e.arg_shapes, e.shape)
+                steps.append((index, e, needs, targets, seq_targets,
+                              special or e.gfn, special is None))
         steps.reverse()
         self._plans[wanted] = steps
         return steps
@@ -363,7 +373,7 @@ class Program:
             grads[s] = seed if grads[s] is None else _accumulate(grads[s], seed)
         check = traced or not self.checked
         try:
-            for index, e, needs, targets, seq_targets in self.plan(wanted):
+            for index, e, needs, targets, seq_targets, gfn, tell_needs in self.plan(wanted):
                 g = grads[e.out]
                 if g is None:
                     continue
@@ -371,13 +381,16 @@ class Program:
                 if e.multi:
                     g = _with_zeros(g, out)
                 args = kept[index]
-                _NEEDS.value = needs
                 if traced:
+                    _NEEDS.value = needs
                     result = gradient_rules(e.op, g, out, *args, **e.kwargs(slots))
-                elif e.kw or e.kw_refs:
-                    result = e.gfn(g, out, *args, **e.kwargs(slots))
                 else:
-                    result = e.gfn(g, out, *args)
+                    if tell_needs:
+                        _NEEDS.value = needs
+                    if e.kw or e.kw_refs:
+                        result = gfn(g, out, *args, **e.kwargs(slots))
+                    else:
+                        result = gfn(g, out, *args)
                 if check:
                     _check_result(e, result, args, targets, traced)
                 for pos, s in targets:
@@ -396,6 +409,70 @@ class Program:
         if not traced:
             self.checked = True
         return [grads[s] for s in wanted]
+
+
+def _table_rule(op: Operator, gfn: Any) -> Any:
+    """The rules-table entry whose gradient method ``gfn`` calls, if it is one."""
+    f = getattr(op, "f", None)
+    method = getattr(gfn, "func", None)
+    if f is None or method is None:
+        return None
+    rule = get_rule(f)
+    if rule is None or operator_type(rule.function) is not type(op):
+        return None
+    if getattr(method, "__module__", None) != _TABLE_MODULE or \
+            getattr(method, "__name__", None) != f"gradient_{rule.name}":
+        return None  # a user's own method for this function replaced the table's
+    return rule
+
+
+def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
+                          out_shape: Any) -> Callable[..., tuple] | None:
+    """A rules-table gradient specialised to the arguments needed and the recorded shapes:
+    the same partials, without the generic rule's per-call work (shapes, unbroadcasting
+    and partials of constant arguments)."""
+    kinds = [derivative_kind(d) for d in rule.expressions]
+    n = len(kinds)
+    if len(arg_shapes) != n or out_shape is None:
+        return None
+    derivatives = rule.derivatives
+    items = tuple((i, kinds[i], arg_shapes[i] == out_shape, arg_shapes[i])
+                  for i in range(n) if needs[i])
+    if rule.may_warn:
+        return None  # the generic rule silences floating-point warnings: keep it
+    if len(items) == 1:
+        i, kind, same, _shape = items[0]
+        if same and kind == "expr":
+            if n == 1:
+                return lambda g, out, x: (g * derivatives(x, out)[0],)
+            if n == 2 and i == 0:
+                return lambda g, out, x, y: (g * derivatives(x, y, out)[0], None)
+            if n == 2:
+                return lambda g, out, x, y: (None, g * derivatives(x, y, out)[1])
+        if same and kind == "one" and n == 2:
+            return (lambda g, out, x, y: (g, None)) if i == 0 else \
+                (lambda g, out, x, y: (None, g))
+    expr = any(kind == "expr" for _, kind, _, _ in items)
+
+    def gradient(g: Any, out: Any, *args: Any) -> tuple:
+        ds = derivatives(*args, out) if expr else None
+        result: list[Any] = [None] * n
+        for i, kind, same, shape in items:
+            if kind == "expr":
+                r = g * ds[i]
+            elif kind == "one":
+                r = g
+            elif kind == "minus_one":
+                r = -g
+            elif kind == "zero":
+                r = np.zeros(shape)
+                same = True
+            else:
+                continue
+            result[i] = r if same else unbroadcast(r, shape)
+        return tuple(result)
+
+    return gradient
 
 
 def _accumulate(old: Any, new: Any) -> Any:
@@ -496,6 +573,7 @@ def _build_program(key: Any, level: int, variables: list[Variable], input_leaves
         e.multi = isinstance(node.output, (tuple, list))
         e.fn = _resolve_forward(node.op, values)
         e.gfn = _resolve_gradient(node.op, node.output, values) if e.differentiable else None
+        e.rule = _table_rule(node.op, e.gfn) if e.differentiable else None
         e.guards = tuple(guards_of.get(id(node), ()))
         e.shape = shape_of(node.output) if not e.multi else None
         e.arg_shapes = [shape_of(v) if not isinstance(v, (list, tuple)) else None
@@ -512,6 +590,151 @@ def _build_program(key: Any, level: int, variables: list[Variable], input_leaves
                       [shape_of(v.value) for v in variables])
     program.input_guards = input_guards
     return program
+
+
+# -- straight-line replay ------------------------------------------------------------------
+
+#: Programs longer than this are replayed by the loop of :meth:`Program.run` instead.
+MAX_COMPILED_OPS = 4000
+
+
+class _Compiler:
+    """Writes a program as one straight-line Python function (a name per value, the
+    resolved implementations and constants bound as globals), which runs without the
+    interpreter loop's per-operation bookkeeping."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.namespace: dict[str, Any] = {"_GuardFailed": _GuardFailed, "_holds": _guard_holds,
+                                          "_NEEDS": _NEEDS, "_acc": _accumulate,
+                                          "_zeros": _with_zeros}
+        self.lines: list[str] = []
+
+    def bind(self, name: str, value: Any) -> str:
+        self.namespace[name] = value
+        return name
+
+    def arg_exprs(self, index: int, e: _Op) -> list[str] | None:
+        exprs = []
+        refs = dict(e.refs)
+        seqs = {pos: (kind, dict(items)) for pos, kind, items in e.seqs}
+        for pos, a in enumerate(e.template):
+            if pos in refs:
+                exprs.append(f"v{refs[pos]}")
+            elif pos in seqs:
+                kind, items = seqs[pos]
+                if kind not in (list, tuple):
+                    return None
+                parts = [f"v{items[j]}" if j in items else self.bind(f"c{index}_{pos}_{j}", b)
+                         for j, b in enumerate(a)]
+                text = ", ".join(parts)
+                exprs.append(f"[{text}]" if kind is list else f"({text},)")
+            else:
+                exprs.append(self.bind(f"c{index}_{pos}", a))
+        if e.kw:
+            exprs.append("**" + self.bind(f"k{index}", e.kw))
+        return exprs
+
+    def forward(self) -> bool:
+        p = self.program
+        ins = ", ".join(f"v{s}" for s in range(p.n_inputs))
+        self.lines.append(f"    {ins}{',' if p.n_inputs == 1 else ''} = inputs"
+                          if p.n_inputs else "    pass")
+        self.args: list[list[str]] = []
+        for index, e in enumerate(p.ops):
+            if e.kw_refs:
+                return False
+            exprs = self.arg_exprs(index, e)
+            if exprs is None:
+                return False
+            self.args.append(exprs)
+            fn = self.bind(f"f{index}", e.fn)
+            self.lines.append(f"    v{e.out} = {fn}({', '.join(exprs)})")
+            for j, (kind, recorded) in enumerate(e.guards):
+                r = self.bind(f"r{index}_{j}", recorded)
+                self.lines.append(f"    if not _holds({kind!r}, {r}, v{e.out}): "
+                                  f"raise _GuardFailed")
+        return True
+
+    def outputs(self) -> str:
+        items = [f"v{v}" if is_slot else self.bind(f"o{i}", v)
+                 for i, (is_slot, v) in enumerate(self.program.outputs)]
+        return "[" + ", ".join(items) + "]"
+
+    def backward(self, wanted: tuple[int, ...], seed_slot: int) -> None:
+        p = self.program
+        plan = p.plan(wanted)
+        grad_slots = {seed_slot} | set(wanted)
+        for _index, e, _needs, targets, seq_targets, _gfn, _tell in plan:
+            grad_slots.add(e.out)
+            grad_slots.update(s for _, s in targets)
+            grad_slots.update(s for _, live in seq_targets for _, s in live)
+        multi = {e.out for e in p.ops if e.multi}
+        for s in sorted(grad_slots):
+            self.lines.append(f"    g{s} = None")
+        self.lines.append(f"    g{seed_slot} = seed")
+        for index, e, needs, targets, seq_targets, gfn, tell_needs in plan:
+            lines = [f"    if g{e.out} is not None:"]
+            g = f"g{e.out}"
+            if e.multi:
+                lines.append(f"        g{e.out} = _zeros(g{e.out}, v{e.out})")
+            if tell_needs:
+                lines.append(f"        _NEEDS.value = {self.bind(f'n{index}', needs)}")
+            name = self.bind(f"d{index}", gfn)
+            lines.append(f"        r = {name}({g}, v{e.out}, {', '.join(self.args[index])})")
+            for pos, s in targets:
+                add = f"_acc(g{s}, t)" if s in multi else f"g{s} + t"
+                lines += [f"        t = r[{pos}]",
+                          "        if t is not None:",
+                          f"            g{s} = t if g{s} is None else {add}"]
+            for pos, live in seq_targets:
+                for j, s in live:
+                    add = f"_acc(g{s}, t)" if s in multi else f"g{s} + t"
+                    lines += [f"        t = r[{pos}][{j}]",
+                              "        if t is not None:",
+                              f"            g{s} = t if g{s} is None else {add}"]
+            self.lines += lines
+        self.grads = "[" + ", ".join(f"g{s}" for s in wanted) + "]"
+
+    def build(self, signature: str, body_end: str) -> Callable[..., Any]:
+        source = f"def replay({signature}):\n" + "\n".join(self.lines) + f"\n{body_end}\n"
+        code = compile(source, f"<tape of {len(self.program.ops)} operations>", "exec")
+        exec(code, self.namespace)  # noqa: S102 - our own generated replay code
+        return self.namespace["replay"]
+
+
+def _compiled_value(program: Program) -> Callable[..., Any] | None:
+    """``replay(inputs) -> output values``, or None when the program is not compiled."""
+    fn = program.compiled.get("value", False)
+    if fn is not False:
+        return fn
+    fn = None
+    if len(program.ops) <= MAX_COMPILED_OPS:
+        c = _Compiler(program)
+        if c.forward():
+            fn = c.build("inputs", f"    return {c.outputs()}")
+    program.compiled["value"] = fn
+    return fn
+
+
+def _compiled_grad(program: Program, wanted: tuple[int, ...]) -> Callable[..., Any] | None:
+    """``replay(inputs, seed) -> (output values, gradients of wanted)`` for a program with
+    one scalar output, or None."""
+    fn = program.compiled.get(wanted, False)
+    if fn is not False:
+        return fn
+    fn = None
+    outputs = program.outputs
+    if (len(program.ops) <= MAX_COMPILED_OPS and len(outputs) == 1 and outputs[0][0]
+            and program.checked):
+        c = _Compiler(program)
+        if c.forward():
+            out_slot = outputs[0][1]
+            c.backward(wanted, out_slot)
+            c.lines.append("    _NEEDS.value = None")
+            fn = c.build("inputs, seed", f"    return {c.outputs()}, {c.grads}")
+    program.compiled[wanted] = fn
+    return fn
 
 
 # -- the tape ---------------------------------------------------------------------------------
@@ -670,10 +893,11 @@ class Tape:
             self._latest = program
             return [program]
 
-    def _replay(self, args: tuple, keep_args: bool) -> tuple[Program, list[Any], Any, Any,
-                                                             list[tuple[int, int]], bool]:
-        """Run a program matching ``args``: ``(program, slots, kept args, leaves, ranges,
-        traced)``."""
+    def _replay(self, args: tuple, mode: str, nums: tuple[int, ...] = (),
+                fname: str = "") -> _Replayed:
+        """Run a program matching ``args``. ``mode`` is ``"value"`` (outputs only),
+        ``"keep"`` (keep every value for reverse sweeps later) or ``"grad"`` (also the
+        gradients of the single output with respect to the arguments ``nums``)."""
         key, leaves, inputs, ranges, traced, specs = self._split(args)
         values = []
         for i in inputs:
@@ -688,14 +912,34 @@ class Tape:
         tried: list[Program] = []
         while True:
             for program in candidates:
+                r = _Replayed(program, leaves, ranges, specs, traced)
                 try:
                     if program.input_guards:
                         _check_input_guards(program, values)
                     if traced:
-                        slots, kept = program.run_traced(values)
+                        r.slots, r.kept = program.run_traced(values)
+                    elif mode == "value":
+                        fn = _compiled_value(program)
+                        if fn is not None:
+                            r.outs = fn(values)
+                        else:
+                            r.slots, _ = program.run(values, False)
+                    elif mode == "grad" and program.checked:
+                        wanted = self._wanted(r, nums, fname)
+                        fn = _compiled_grad(program, wanted)
+                        if fn is None:
+                            r.slots, r.kept = program.run(values, True)
+                        else:
+                            try:
+                                r.outs, found = fn(values, np.float64(1.0))
+                            finally:
+                                _NEEDS.value = None
+                            r.grads = dict(zip(wanted, found))
                     else:
-                        slots, kept = program.run(values, keep_args)
-                    return program, slots, kept, leaves, (ranges, specs), traced
+                        r.slots, r.kept = program.run(values, True)
+                    if r.outs is None:
+                        r.outs = program.output_values(r.slots)
+                    return r
                 except _GuardFailed:
                     continue
             tried.extend(candidates)
@@ -703,15 +947,15 @@ class Tape:
 
     # public ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
-        program, slots, _, _, _, _ = self._replay(args, keep_args=False)
-        return tree_unflatten(program.out_spec, program.output_values(slots))
+        r = self._replay(args, "value")
+        return tree_unflatten(r.program.out_spec, r.outs)
 
     def value_and_grad(self, *args: Any, argnums: int | Sequence[int] = 0) -> tuple[Any, Any]:
         """``(f(*args), gradient)`` for a scalar-valued ``f``, from the recorded program."""
         fname = f"Tape({self.__name__}).value_and_grad"
         nums, single = normalize_argnums(argnums, len(args), fname)
-        program, slots, kept, leaves, ranges, traced = self._replay(args, keep_args=True)
-        outs = program.output_values(slots)
+        r = self._replay(args, "grad", nums, fname)
+        program, outs = r.program, r.outs
         if len(outs) != 1 or isinstance(tree_unflatten(program.out_spec, outs),
                                         (tuple, list, dict)):
             raise ValueError(f"{fname}: grad needs a scalar output, but the function returned "
@@ -721,10 +965,14 @@ class Tape:
             raise ValueError(
                 f"{fname}: grad needs a scalar output, but the function returned shape "
                 f"{shape}; reduce it (e.g. np.sum) or use .vjp for non-scalar outputs.")
-        is_slot, s = program.outputs[0]
-        seeds = [(s, np.float64(1.0))] if is_slot else []
-        grads = self._gradients(program, seeds, slots, kept, leaves, ranges, nums, traced,
-                                fname)
+        if r.grads is None:
+            is_slot, s = program.outputs[0]
+            seeds = [(s, np.float64(1.0))] if is_slot else []
+            wanted = self._wanted(r, nums, fname)
+            found = program.sweep(seeds, r.slots, r.kept, wanted, r.traced) if seeds else \
+                [None] * len(wanted)
+            r.grads = dict(zip(wanted, found))
+        grads = self._assemble(r, nums)
         return to_user(outs[0]), (grads[0] if single else tuple(grads))
 
     def grad(self, *args: Any, argnums: int | Sequence[int] = 0) -> Any:
@@ -735,10 +983,11 @@ class Tape:
         """``(f(*args), pullback)``; ``pullback(cotangent)`` gives one gradient per argument
         (``None`` for an argument that was recorded as a constant)."""
         fname = f"Tape({self.__name__}).vjp"
-        program, slots, kept, leaves, ranges, traced = self._replay(args, keep_args=True)
-        outs = program.output_values(slots)
+        r = self._replay(args, "keep")
+        program, outs = r.program, r.outs
         value = tree_unflatten(program.out_spec,
                                [o if isinstance(o, Traced) else to_user(o) for o in outs])
+        nums = tuple(range(len(args)))
 
         def pullback(cotangent: Any) -> tuple:
             cots, _ = tree_flatten(cotangent)
@@ -753,9 +1002,11 @@ class Tape:
                                      f"output it pairs with has shape {shape_of(o)}.")
                 if is_slot:
                     seeds.append((s, c))
-            return tuple(self._gradients(program, seeds, slots, kept, leaves, ranges,
-                                         tuple(range(len(args))), traced, fname,
-                                         constants_none=True))
+            wanted = self._wanted(r, nums, fname, constants_none=True)
+            found = program.sweep(seeds, r.slots, r.kept, wanted, r.traced) if seeds else \
+                [None] * len(wanted)
+            r.grads = dict(zip(wanted, found))
+            return tuple(self._assemble(r, nums))
 
         return value, pullback
 
@@ -786,48 +1037,68 @@ class Tape:
         _, tangent = forward_jvp(gradient_at, tuple(args[i] for i in nums), vs)
         return tangent
 
-    def _gradients(self, program: Program, seeds: list, slots: list, kept: list, leaves: list,
-                   ranges: list, nums: tuple[int, ...], traced: bool, fname: str,
-                   constants_none: bool = False) -> list[Any]:
-        ranges, specs = ranges
-        slot_of_leaf = {leaf: s for s, leaf in enumerate(program.input_leaves)}
+    @staticmethod
+    def _wanted(r: _Replayed, nums: tuple[int, ...], fname: str,
+                constants_none: bool = False) -> tuple[int, ...]:
+        """The input slots of the arguments ``nums``."""
+        slot_of_leaf = r.program.slot_of_leaf
         wanted = []
         for i in nums:
-            lo, hi = ranges[i]
+            lo, hi = r.ranges[i]
             for leaf in range(lo, hi):
                 s = slot_of_leaf.get(leaf)
                 if s is None and not constants_none:
                     raise TypeError(
-                        f"{fname}: argument {i} holds a {type(leaves[leaf]).__name__} that "
-                        f"the tape treats as a constant (only float arrays and numbers are "
-                        f"differentiated); pass it as floats, e.g. np.asarray(x, float).")
+                        f"{fname}: argument {i} holds a {type(r.leaves[leaf]).__name__} "
+                        f"that the tape treats as a constant (only float arrays and numbers "
+                        f"are differentiated); pass it as floats, e.g. np.asarray(x, float).")
                 if s is not None:
                     wanted.append(s)
-        wanted_t = tuple(wanted)
-        found = program.sweep(seeds, slots, kept, wanted_t, traced) if seeds else \
-            [None] * len(wanted_t)
-        by_slot = dict(zip(wanted_t, found))
+        return tuple(wanted)
+
+    @staticmethod
+    def _assemble(r: _Replayed, nums: tuple[int, ...]) -> list[Any]:
+        """One gradient per argument in ``nums`` (trees like the argument), from the
+        gradients of the input slots in ``r.grads`` (zeros where none arrived)."""
+        program = r.program
+        slot_of_leaf = program.slot_of_leaf
         results = []
         for i in nums:
-            lo, hi = ranges[i]
+            lo, hi = r.ranges[i]
             items = []
             for leaf in range(lo, hi):
                 s = slot_of_leaf.get(leaf)
                 if s is None:
                     items.append(None)
                     continue
-                g = by_slot[s]
+                g = r.grads.get(s)
                 shape = program.input_shapes[s]
                 if g is None:
                     g = np.zeros(shape)
                 elif not isinstance(g, Traced) and shape_of(g) != shape:
                     g = np.broadcast_to(g, shape)
                 items.append(to_user(g))
-            if specs[i] is None:
+            if r.specs[i] is None:
                 results.append(items[0])
             else:
-                results.append(tree_unflatten(specs[i], items))
+                results.append(tree_unflatten(r.specs[i], items))
         return results
+
+
+class _Replayed:
+    """What one replay produced: the program, its values, and the arguments' layout."""
+
+    __slots__ = ("program", "leaves", "ranges", "specs", "traced", "slots", "kept", "outs",
+                 "grads")
+
+    def __init__(self, program: Program, leaves: list[Any], ranges: list[tuple[int, int]],
+                 specs: list[Any], traced: bool) -> None:
+        self.program, self.leaves, self.ranges = program, leaves, ranges
+        self.specs, self.traced = specs, traced
+        self.slots: list[Any] | None = None
+        self.kept: list[Any] | None = None
+        self.outs: list[Any] | None = None
+        self.grads: dict[int, Any] | None = None
 
 
 def _check_input_guards(program: Program, values: list[Any]) -> None:
