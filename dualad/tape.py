@@ -281,6 +281,8 @@ class Program:
         self.outputs = outputs  # (is_slot, slot or constant) per output leaf
         self.input_shapes = input_shapes
         self.slot_of_leaf = {leaf: s for s, leaf in enumerate(input_leaves)}
+        self.scalar_output = False  # a single output of shape (): set when built
+        self.wanted: dict[Any, tuple[int, ...]] = {}  # input slots per argnums
         self.checked = False
         self.compiled: dict[Any, Any] = {}
         self._plans: dict[tuple[int, ...], list[tuple[int, _Op, list[bool], list, list]]] = {}
@@ -589,6 +591,8 @@ def _build_program(key: Any, level: int, variables: list[Variable], input_leaves
     program = Program(key, n, len(variables), input_leaves, ops, out_spec, outputs,
                       [shape_of(v.value) for v in variables])
     program.input_guards = input_guards
+    program.scalar_output = (out_spec is None and len(out_leaves) == 1
+                             and shape_of(plain_value(out_leaves[0])) == ())
     return program
 
 
@@ -768,6 +772,7 @@ class Tape:
         self._programs: dict[Any, list[Program]] = {}
         self._latest: Program | None = None
         self._warned = False
+        self._argnums: dict[Any, tuple[tuple[int, ...], bool]] = {}
         self.recordings = 0
 
     def __repr__(self) -> str:
@@ -787,28 +792,44 @@ class Tape:
         leaves: list[Any] = []
         ranges = []
         specs: list[Any] = []
-        for a in args:
-            if type(a) is np.ndarray or type(a) is float:
-                ranges.append((len(leaves), len(leaves) + 1))
-                leaves.append(a)
-                specs.append(None)
-            else:
-                ls, spec = tree_flatten(a)
-                ranges.append((len(leaves), len(leaves) + len(ls)))
-                leaves.extend(ls)
-                specs.append(None if len(ls) == 1 and ls[0] is a else spec)
         key_parts: list[Any] = []
         inputs = []
         traced = False
-        for i, leaf in enumerate(leaves):
-            if _is_float_leaf(leaf):
-                if isinstance(leaf, Traced):
-                    traced = True
-                key_parts.append(shape_of(leaf))
-                inputs.append(i)
+        simple = True
+        for a in args:
+            n = len(leaves)
+            t = type(a)
+            if t is np.ndarray and a.dtype.kind in "fc":  # the common case, inline
+                ranges.append((n, n + 1))
+                leaves.append(a)
+                specs.append(None)
+                key_parts.append(a.shape)
+                inputs.append(n)
+                continue
+            if t is float:
+                ranges.append((n, n + 1))
+                leaves.append(a)
+                specs.append(None)
+                key_parts.append(())
+                inputs.append(n)
+                continue
+            ls, spec = tree_flatten(a)
+            ranges.append((n, n + len(ls)))
+            leaves.extend(ls)
+            if len(ls) == 1 and ls[0] is a:
+                specs.append(None)
             else:
-                key_parts.append(_constant_key(leaf))
-        spec_key = tuple(None if sp is None else repr(sp) for sp in specs)
+                specs.append(spec)
+                simple = False
+            for i, leaf in enumerate(ls, n):
+                if _is_float_leaf(leaf):
+                    if isinstance(leaf, Traced):
+                        traced = True
+                    key_parts.append(shape_of(leaf))
+                    inputs.append(i)
+                else:
+                    key_parts.append(_constant_key(leaf))
+        spec_key = None if simple else tuple(None if sp is None else repr(sp) for sp in specs)
         return (tuple(key_parts), spec_key), leaves, inputs, ranges, traced, specs
 
     def _record(self, args: tuple, key: Any, inputs: list[int]) -> Program:
@@ -953,18 +974,25 @@ class Tape:
     def value_and_grad(self, *args: Any, argnums: int | Sequence[int] = 0) -> tuple[Any, Any]:
         """``(f(*args), gradient)`` for a scalar-valued ``f``, from the recorded program."""
         fname = f"Tape({self.__name__}).value_and_grad"
-        nums, single = normalize_argnums(argnums, len(args), fname)
+        try:
+            nums, single = self._argnums[argnums, len(args)]
+        except (KeyError, TypeError):
+            nums, single = normalize_argnums(argnums, len(args), fname)
+            try:
+                self._argnums[argnums, len(args)] = nums, single
+            except TypeError:  # a list of argnums: not kept
+                pass
         r = self._replay(args, "grad", nums, fname)
         program, outs = r.program, r.outs
-        if len(outs) != 1 or isinstance(tree_unflatten(program.out_spec, outs),
-                                        (tuple, list, dict)):
-            raise ValueError(f"{fname}: grad needs a scalar output, but the function returned "
-                             f"{len(outs)} values; use .vjp for several outputs.")
-        shape = shape_of(outs[0])
-        if shape != ():
+        if not program.scalar_output:
+            if len(outs) != 1 or program.out_spec is not None:
+                raise ValueError(
+                    f"{fname}: grad needs a scalar output, but the function returned "
+                    f"{len(outs)} values; use .vjp for several outputs.")
             raise ValueError(
                 f"{fname}: grad needs a scalar output, but the function returned shape "
-                f"{shape}; reduce it (e.g. np.sum) or use .vjp for non-scalar outputs.")
+                f"{shape_of(outs[0])}; reduce it (e.g. np.sum) or use .vjp for non-scalar "
+                f"outputs.")
         if r.grads is None:
             is_slot, s = program.outputs[0]
             seeds = [(s, np.float64(1.0))] if is_slot else []
@@ -1041,6 +1069,9 @@ class Tape:
     def _wanted(r: _Replayed, nums: tuple[int, ...], fname: str,
                 constants_none: bool = False) -> tuple[int, ...]:
         """The input slots of the arguments ``nums``."""
+        found = r.program.wanted.get((nums, constants_none))
+        if found is not None:
+            return found
         slot_of_leaf = r.program.slot_of_leaf
         wanted = []
         for i in nums:
@@ -1054,6 +1085,7 @@ class Tape:
                         f"are differentiated); pass it as floats, e.g. np.asarray(x, float).")
                 if s is not None:
                     wanted.append(s)
+        r.program.wanted[nums, constants_none] = tuple(wanted)
         return tuple(wanted)
 
     @staticmethod
