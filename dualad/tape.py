@@ -923,7 +923,7 @@ class Tape:
         values = []
         for i in inputs:
             leaf = leaves[i]
-            if type(leaf) is np.ndarray and leaf.dtype == np.float64:
+            if type(leaf) is np.ndarray and leaf.dtype.type is np.float64:
                 values.append(leaf)
             elif traced and isinstance(leaf, Traced):
                 values.append(leaf)
@@ -952,10 +952,13 @@ class Tape:
                             r.slots, r.kept = program.run(values, True)
                         else:
                             try:
-                                r.outs, found = fn(values, np.float64(1.0))
+                                r.outs, found = fn(values, _ONE)
                             finally:
                                 _NEEDS.value = None
-                            r.grads = dict(zip(wanted, found))
+                            if key[1] is None and len(wanted) == len(nums):
+                                r.found = found  # one input slot per argument, in order
+                            else:
+                                r.grads = dict(zip(wanted, found))
                     else:
                         r.slots, r.kept = program.run(values, True)
                     if r.outs is None:
@@ -993,6 +996,10 @@ class Tape:
                 f"{fname}: grad needs a scalar output, but the function returned shape "
                 f"{shape_of(outs[0])}; reduce it (e.g. np.sum) or use .vjp for non-scalar "
                 f"outputs.")
+        if r.found is not None:
+            grads = [g if type(g) is np.ndarray else _finish(g, program.input_shapes[s])
+                     for g, s in zip(r.found, program.wanted[nums, False])]
+            return to_user(outs[0]), (grads[0] if single else tuple(grads))
         if r.grads is None:
             is_slot, s = program.outputs[0]
             seeds = [(s, np.float64(1.0))] if is_slot else []
@@ -1121,7 +1128,7 @@ class _Replayed:
     """What one replay produced: the program, its values, and the arguments' layout."""
 
     __slots__ = ("program", "leaves", "ranges", "specs", "traced", "slots", "kept", "outs",
-                 "grads")
+                 "grads", "found")
 
     def __init__(self, program: Program, leaves: list[Any], ranges: list[tuple[int, int]],
                  specs: list[Any], traced: bool) -> None:
@@ -1131,6 +1138,19 @@ class _Replayed:
         self.kept: list[Any] | None = None
         self.outs: list[Any] | None = None
         self.grads: dict[int, Any] | None = None
+        self.found: list[Any] | None = None
+
+
+_ONE = np.float64(1.0)
+
+
+def _finish(g: Any, shape: tuple[int, ...]) -> Any:
+    """A gradient as handed back: zeros when none arrived, broadcast to the input's shape."""
+    if g is None:
+        return np.zeros(shape)
+    if not isinstance(g, Traced) and shape_of(g) != shape:
+        g = np.broadcast_to(g, shape)
+    return to_user(g)
 
 
 def _check_input_guards(program: Program, values: list[Any]) -> None:
