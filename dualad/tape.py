@@ -104,6 +104,17 @@ class ValueNode(CachedNode):
         _read(self, "value", out)
         return out if dtype is None else out.astype(dtype)
 
+    def astype(self, dtype: Any, copy: bool = True, **kwargs: Any) -> Any:
+        if np.dtype(dtype).kind == "f":
+            return super().astype(dtype, copy, **kwargs)
+        return np.asarray(self.__array__()).astype(dtype, **kwargs)
+
+    def item(self, *args: Any) -> Any:
+        return self.__array__().item(*args)
+
+    def tolist(self) -> Any:
+        return self.__array__().tolist()
+
     def __repr__(self) -> str:
         return f"ValueNode({self.op!r}, output={self.output!r})"
 

@@ -146,3 +146,19 @@ def test_plain_numpy_use_of_a_comparison_is_a_guard():
     x = np.array([-1.0, 3.0, 2.0])
     with pytest.warns(TapeRetraceWarning):
         np.testing.assert_allclose(tape.grad(x), [0.0, 6.0, 4.0])
+
+
+def test_values_read_by_item_tolist_astype_are_guards():
+    def f(x):
+        n_pos = (x > 0).astype(int).sum()  # an integer array: its sum is read below
+        k = int((x > 1).sum().item())
+        signs = (x > 0).tolist()
+        return np.sum(x ** 2) * (1.0 + k) + float(n_pos) * signs.count(True) * np.sum(x)
+
+    tape = record(f, np.array([2.0, 0.5, -1.0]))
+    for x in (np.array([3.0, 0.5, -2.0]), np.array([3.0, 2.0, 1.5]), np.array([-1.0] * 3)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TapeRetraceWarning)
+            got = tape.grad(x)
+        np.testing.assert_allclose(got, ad.grad(f)(x))
+        assert tape(x) == pytest.approx(f(x))

@@ -71,3 +71,34 @@ def test_tape_hvp_in_two_arguments():
 def test_hvp_shape_mismatch():
     with pytest.raises(ad.ShapeError, match="shape"):
         hvp(f, np.ones(3), np.ones(4))
+
+
+def test_second_derivatives_through_a_tape():
+    x = POINTS[0]
+    tape = record(f, x)
+    np.testing.assert_allclose(ad.hessian(tape)(x), ad.hessian(f)(x), rtol=1e-10, atol=1e-12)
+    # reverse over reverse: the gradient sweep itself is recorded by the outer grad
+    outer = ad.grad(lambda y: np.sum(tape.grad(y) ** 2))(x)
+    want = ad.grad(lambda y: np.sum(ad.grad(f)(y) ** 2))(x)
+    np.testing.assert_allclose(outer, want, rtol=1e-10, atol=1e-12)
+
+
+def test_recording_a_function_that_differentiates():
+    g = lambda x: np.sum(ad.grad(f)(x) * x)  # noqa: E731
+    tape = record(g, POINTS[0])
+    x = np.array([1.0, 2.0, -0.5])
+    np.testing.assert_allclose(tape.grad(x), ad.grad(g)(x), rtol=1e-10)
+    assert tape.recordings == 1
+
+
+def test_tape_inside_a_recording_keeps_its_guards():
+    def inner(x):
+        return np.sum(x ** 3) if np.sum(x) > 0 else np.sum(np.sin(x))
+
+    inner_tape = record(inner, np.ones(2))
+    outer = record(lambda y: inner_tape(y) * 2.0 + np.sum(y), np.ones(2))
+    y = np.array([-1.0, -2.0])
+    with pytest.warns(UserWarning, match="records again"):
+        g = outer.grad(y)
+    np.testing.assert_allclose(g, 2 * np.cos(y) + 1.0)
+    np.testing.assert_allclose(outer.grad(np.ones(2)), 2 * 3 * np.ones(2) + 1.0)

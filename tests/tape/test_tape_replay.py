@@ -167,3 +167,20 @@ def test_result_not_computed_from_the_inputs():
     tape = record(lambda x: np.float64(3.0), 1.0)
     v, g = tape.value_and_grad(2.0)
     assert float(v) == 3.0 and float(g) == 0.0
+
+
+def test_tape_in_scipy_minimize():
+    from scipy.optimize import minimize
+
+    def rosen(x):
+        return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    x0 = np.zeros(5)
+    tape = record(rosen, x0)
+    res = minimize(tape.value_and_grad, x0, jac=True, method="BFGS")
+    assert res.success
+    np.testing.assert_allclose(res.x, np.ones(5), atol=1e-4)
+    res_h = minimize(tape, x0, jac=tape.grad, hessp=lambda x, p: tape.hvp((x,), p),
+                     method="trust-ncg")
+    np.testing.assert_allclose(res_h.x, np.ones(5), atol=1e-4)
+    assert tape.recordings == 1
