@@ -14,7 +14,8 @@ from the inputs (a comparison, ``np.argmax``, ...), or such a value handed to pl
 A replay recomputes those values as it goes; when one differs, the tape records ``f``
 again at the new point (a :class:`TapeRetraceWarning`, once per tape) and answers from
 the new recording. Values used as data, e.g. ``np.where``'s condition or an index from
-``np.argmax``, are part of the program and need no guard. New input shapes (or new
+``np.argmax``, are part of the program and need no guard; an operation indexed by such a
+value (``x[x > 0]``) is guarded on the shape of its result. New input shapes (or new
 values of non-float arguments) record again too, unless ``strict=True``, where they raise
 :class:`~dualad.ShapeError`. Every recording is kept (a few per input signature), so a
 function that alternates between branches does not record on every call.
@@ -22,6 +23,11 @@ function that alternates between branches does not record on every call.
 Tapes nest with the transforms: called with traced values (``ad.grad`` of a function
 that calls a tape, ``ad.jvp`` of a tape, ``tape.hvp``), the program is replayed through
 the ordinary dispatch, so the outer differentiation sees every operation.
+
+What a tape cannot see: plain numpy values that ``f`` computes from anything but its
+arguments (they are constants of the recording, as with ``jax.jit``), and values read
+with ``ad.value`` (read them with ``bool()`` / ``float()`` instead, which are guarded).
+Integer arguments are constants (a new value records again); differentiate floats.
 
 One tape may be used from several threads: a replay keeps its values in per-call lists,
 and recording (the only change to a tape) holds the tape's lock.
@@ -265,7 +271,7 @@ class _GuardFailed(Exception):
 
 
 _READERS: dict[str, Callable[[Any], Any]] = {
-    "bool": bool, "int": int, "float": float, "index": operator.index,
+    "shape": shape_of, "bool": bool, "int": int, "float": float, "index": operator.index,
     "value": lambda v: np.array(plain_value(v), copy=True),
 }
 
@@ -548,6 +554,7 @@ def _build_program(key: Any, level: int, variables: list[Variable], input_leaves
     input_guards = [(s, kind, outcome) for s, v in enumerate(variables)
                     for kind, outcome in guards_of.get(id(v), ())]
     ops: list[_Op] = []
+    value_only: set[int] = set()  # slots of value-only results (comparisons, indices)
     n = len(variables)
     for node in order:
         if not isinstance(node, CachedNode) or id(node) in slot_of:
@@ -587,11 +594,19 @@ def _build_program(key: Any, level: int, variables: list[Variable], input_leaves
         e.fn = _resolve_forward(node.op, values)
         e.gfn = _resolve_gradient(node.op, node.output, values) if e.differentiable else None
         e.rule = _table_rule(node.op, e.gfn) if e.differentiable else None
-        e.guards = tuple(guards_of.get(id(node), ()))
         e.shape = shape_of(node.output) if not e.multi else None
+        guards = list(guards_of.get(id(node), ()))
+        used = [s for _, s in e.refs] + [s for _, _, items in e.seqs for _, s in items] + \
+            [s for _, s in e.kw_refs]
+        if e.differentiable and not e.multi and any(s in value_only for s in used):
+            # indexed by a value (a mask, np.nonzero): the shape may change with it
+            guards.append(("shape", e.shape))
+        e.guards = tuple(guards)
         e.arg_shapes = [shape_of(v) if not isinstance(v, (list, tuple)) else None
                         for v in values]
         e.out = n
+        if not e.differentiable:
+            value_only.add(n)
         slot_of[id(node)] = n
         n += 1
         ops.append(e)

@@ -162,3 +162,21 @@ def test_values_read_by_item_tolist_astype_are_guards():
             got = tape.grad(x)
         np.testing.assert_allclose(got, ad.grad(f)(x))
         assert tape(x) == pytest.approx(f(x))
+
+
+def test_boolean_mask_indexing_follows_the_mask():
+    def f(x):
+        y = x[x > 0]  # its length depends on the values
+        return np.sum(y * y[:1]) + np.sum(x)
+
+    tape = record(f, np.array([1.0, -1.0, 2.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # same number of positive entries: no recording
+        np.testing.assert_allclose(tape.grad(np.array([-1.0, 3.0, 2.0])),
+                                   ad.grad(f)(np.array([-1.0, 3.0, 2.0])))
+    for x in (np.array([1.0, 2.0, 3.0]), np.array([-1.0, -2.0, 3.0])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TapeRetraceWarning)
+            got = tape.grad(x)
+        np.testing.assert_allclose(got, ad.grad(f)(x))
+    assert tape.recordings == 3
