@@ -26,7 +26,7 @@ the ordinary dispatch, so the outer differentiation sees every operation.
 
 What a tape cannot see: plain numpy values that ``f`` computes from anything but its
 arguments (they are constants of the recording, as with ``jax.jit``), and values read
-with ``ad.value`` (read them with ``bool()`` / ``float()`` instead, which are guarded).
+with ``ad.value`` (compare traced values instead, ``if x > 0:``, which is guarded).
 Integer arguments are constants (a new value records again); differentiate floats.
 
 One tape may be used from several threads: a replay keeps its values in per-call lists,
