@@ -277,10 +277,16 @@ _READERS: dict[str, Callable[[Any], Any]] = {
 
 
 def _guard_holds(kind: str, recorded: Any, v: Any) -> bool:
+    """Whether the value ``v`` reads (as ``kind``) as it did when recorded (NaN as NaN)."""
     now = _READERS[kind](v)
     if kind == "value":
-        return bool(np.shape(now) == np.shape(recorded) and np.array_equal(now, recorded))
-    return bool(now == recorded)
+        if np.shape(now) != np.shape(recorded):
+            return False
+        try:
+            return bool(np.array_equal(now, recorded, equal_nan=True))
+        except TypeError:  # a dtype without NaN
+            return bool(np.array_equal(now, recorded))
+    return bool(now == recorded) or (kind == "float" and now != now and recorded != recorded)
 
 
 class Program:
