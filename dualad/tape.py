@@ -1017,6 +1017,9 @@ class Tape:
                 self._argnums[argnums, len(args)] = nums, single
             except TypeError:  # a list of argnums: not kept
                 pass
+        fast = self._fast_grad(args, nums)
+        if fast is not None:
+            return fast[0], (fast[1][0] if single else tuple(fast[1]))
         r = self._replay(args, "grad", nums, fname)
         program, outs = r.program, r.outs
         if not program.scalar_output:
@@ -1041,6 +1044,36 @@ class Tape:
             r.grads = dict(zip(wanted, found))
         grads = self._assemble(r, nums)
         return to_user(outs[0]), (grads[0] if single else tuple(grads))
+
+    def _fast_grad(self, args: tuple, nums: tuple[int, ...]) -> tuple[Any, list] | None:
+        """``(value, gradients)`` when every argument is a float64 array and the matching
+        recording is compiled for ``nums``; None otherwise (or when a guard fails), and the
+        general path takes over."""
+        shapes = []
+        for a in args:
+            if type(a) is not np.ndarray or a.dtype.type is not np.float64:
+                return None
+            shapes.append(a.shape)
+        programs = self._programs.get((tuple(shapes), None))
+        if not programs:
+            return None
+        program = programs[0]
+        wanted = program.wanted.get((nums, False))
+        if wanted is None or program.input_guards or len(wanted) != len(nums):
+            return None
+        fn = program.compiled.get(wanted)
+        if not fn:
+            return None
+        try:
+            outs, found = fn(list(args), _ONE)
+        except _GuardFailed:
+            return None
+        finally:
+            _NEEDS.value = None
+        shapes_in = program.input_shapes
+        grads = [g if type(g) is np.ndarray else _finish(g, shapes_in[s])
+                 for g, s in zip(found, wanted)]
+        return to_user(outs[0]), grads
 
     def grad(self, *args: Any, argnums: int | Sequence[int] = 0) -> Any:
         """The gradient of a scalar-valued ``f`` at ``args`` (reverse sweep of the program)."""
