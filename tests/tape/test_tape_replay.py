@@ -184,3 +184,17 @@ def test_tape_in_scipy_minimize():
                      method="trust-ncg")
     np.testing.assert_allclose(res_h.x, np.ones(5), atol=1e-4)
     assert tape.recordings == 1
+
+
+@pytest.mark.parametrize("shapes", [((3, 1), (4,)), ((), (2, 3)), ((2, 3), (1, 3))])
+def test_broadcasting_arguments(shapes):
+    def f(x, y):
+        return np.sum(np.sin(x) * y + x / (2.0 + y ** 2) - np.exp(-x * y))
+
+    rng = np.random.default_rng(7)
+    tape = record(f, *(rng.standard_normal(s) for s in shapes))
+    for _ in range(2):
+        args = tuple(np.asarray(rng.standard_normal(s)) for s in shapes)
+        assert_matches_eager_and_fd(tape, f, args, (0, 1))
+        assert_matches_eager_and_fd(tape, f, args, 1)
+    assert tape.recordings == 1
