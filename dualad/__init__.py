@@ -5,15 +5,25 @@ Example:
     >>> f = lambda x: np.sum(np.sin(x) * x ** 2)
     >>> ad.grad(f)(np.array([1.0, 2.0])).round(4)
     array([2.2232, 1.9726])
+
+The package is layered; each layer imports only the ones below it:
+
+* ``dualad`` (this module), :mod:`dualad.api`, :mod:`dualad.scipy_dropins`,
+  :mod:`dualad.gradcheck`: the user API;
+* :mod:`dualad.numpy_rules`: the derivative rules of numpy, one file per family;
+* :mod:`dualad.extend`: the rule writer's API (all that rules use);
+* :mod:`dualad.forward` and :mod:`dualad.reverse`: the two modes, independent of each other;
+* :mod:`dualad.derivatives`: the rule tables, their language and registry;
+* :mod:`dualad.core`: operators, dispatch, tracing, numpy's protocols, trees, errors.
 """
 
 from __future__ import annotations
 
-from . import backward_pass as _backward_pass  # noqa: F401  (registers graph methods)
 from . import numpy_rules as _numpy_rules  # noqa: F401  (registers the rules)
-from .dispatch import backward, forward, gradient
-from .dual import Dual
-from .errors import (
+from .api import hessian, jacobian
+from .core.arguments import value
+from .core.dispatch import backward, forward, gradient
+from .core.errors import (
     DualadError,
     GradcheckError,
     MissingRuleError,
@@ -22,15 +32,16 @@ from .errors import (
     ShapeError,
     TagMismatchError,
 )
-from .forward_transforms import derivative, jvp
+from .core.operators import Broadcasted, Method, Operator
+from .core.tracing import pause_recording, primitive
+from .core.unbroadcast import unbroadcast
+from .derivatives.registry import define_rule
+from .forward.dual import Dual
+from .forward.transforms import derivative, jvp
 from .gradcheck import gradcheck
-from .nodes import AbstractNode, CachedNode, LeafNode, Node, Variable, value
-from .operators import Broadcasted, Method, Operator
-from .rule_generator import define_rule
-from .scipy_interop import ode_jacobian
-from .tracing import pause_recording, primitive, register
-from .transforms import grad, hessian, jacobian, value_and_grad, vjp
-from .unbroadcast import unbroadcast
+from .reverse.graph import AbstractNode, CachedNode, LeafNode, Node, Variable, register
+from .reverse.transforms import grad, value_and_grad, vjp
+from .scipy_dropins import ode_jacobian
 
 __all__ = [
     "AbstractNode",

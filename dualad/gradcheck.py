@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GradcheckError
-from .nodes import as_differentiable
-from .transforms import jacobian
+from .api import jacobian
+from .core.arguments import as_differentiable
+from .core.errors import GradcheckError
 
 __all__ = ["gradcheck", "numerical_jacobian"]
 

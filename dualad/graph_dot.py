@@ -20,10 +20,10 @@ import shutil
 import subprocess
 from typing import Any
 
-from .backward_pass import topological_order
-from .nodes import AbstractNode, CachedNode, LeafNode
-from .numpy_bridge import shape_of
-from .operators import Operator, function_name
+from .core.array_protocol import shape_of
+from .core.operators import Operator, function_name
+from .reverse.backward import topological_order
+from .reverse.graph import AbstractNode, CachedNode, LeafNode
 from .tape import Program, Tape, ValueNode
 
 __all__ = ["to_dot"]

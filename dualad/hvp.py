@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ShapeError
-from .forward_transforms import jvp
-from .numpy_bridge import shape_of
-from .tracing import Traced
-from .transforms import grad
-from .trees import tree_flatten
+from .core.array_protocol import shape_of
+from .core.errors import ShapeError
+from .core.tracing import Traced
+from .core.trees import tree_flatten
+from .forward.transforms import jvp
+from .reverse.transforms import grad
 
 __all__ = ["hvp"]
 

@@ -54,24 +54,26 @@ from typing import Any
 import numpy as np
 import plum
 
-from .backward_pass import _NEEDS, topological_order
-from .dispatch import forward as forward_rules
-from .dispatch import gradient as gradient_rules
-from .errors import RuleError, ShapeError
-from .forward_transforms import jvp as forward_jvp
-from .nodes import CachedNode, MutableNode, Variable, as_differentiable
-from .nodes import value as plain_value
-from .numpy_bridge import lift_object_array, shape_of, value_observer
-from .operators import Operator
-from .rule_generator import derivative_kind, get_rule, operator_type
-from .tracing import Traced, apply_operator, new_level
-from .transforms import normalize_argnums, to_user
-from .trees import tree_flatten, tree_unflatten
-from .unbroadcast import unbroadcast
+from .core.arguments import as_differentiable, normalize_argnums, to_user
+from .core.arguments import value as plain_value
+from .core.array_protocol import lift_object_array, shape_of, value_observer
+from .core.dispatch import forward as forward_rules
+from .core.dispatch import gradient as gradient_rules
+from .core.errors import RuleError, ShapeError
+from .core.operators import Operator
+from .core.tracing import Traced, apply_operator, new_level
+from .core.trees import tree_flatten, tree_unflatten
+from .core.unbroadcast import unbroadcast
+from .derivatives.registry import derivative_kind, get_rule, operator_type
+from .forward.transforms import jvp as forward_jvp
+from .reverse.backward import _NEEDS, topological_order
+from .reverse.elementwise import register_rule_gradient
+from .reverse.graph import CachedNode, MutableNode, Variable
 
 __all__ = ["Tape", "TapeRetraceWarning", "ValueNode", "record"]
 
-_TABLE_MODULE = get_rule.__module__  # where the rules tables' gradient methods are made
+# where the rules tables' gradient methods are made
+_TABLE_MODULE = register_rule_gradient.__module__
 
 #: How many recordings a tape keeps per input signature (different branches).
 MAX_RECORDINGS = 8
@@ -186,54 +188,27 @@ def _constant_key(x: Any) -> Any:
     return (type(x), x)
 
 
-class _Resolutions:
-    """Methods of one plum function by argument types, resolved with plum's public
-    ``resolve_method`` and remembered until a method is registered or replaced."""
-
-    def __init__(self, function: plum.Function) -> None:
-        self.function = function
-        self.lock = threading.Lock()
-        self.fingerprint: tuple[int, ...] = ()
-        self.found: dict[tuple[type, ...], Any] = {}
-
-    def refresh(self) -> None:
-        """Forget what was found if plum's methods changed (called once per recording)."""
-        fingerprint = tuple(map(id, self.function.methods))
-        with self.lock:
-            if fingerprint != self.fingerprint:
-                self.fingerprint = fingerprint
-                self.found = {}
-
-    def __call__(self, types: tuple[type, ...]) -> Any:
-        """The method for ``types``, or None when plum finds none (or several)."""
-        found = self.found.get(types, self)
-        if found is not self:
-            return found
-        try:
-            method, _ = self.function.resolve_method(plum.Signature(*types))
-        except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
-            method = None
-        with self.lock:
-            self.found[types] = method
-        return method
-
-
-_FORWARD_METHODS = _Resolutions(forward_rules)
-_GRADIENT_METHODS = _Resolutions(gradient_rules)
+def _resolved(function: Any, types: tuple[type, ...]) -> Any:
+    """The method of the rule function ``function`` for ``types`` (its public, cached
+    ``resolve``), or None when none (or several) match."""
+    try:
+        return function.resolve(types)
+    except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
+        return None
 
 
 def _resolve_forward(op: Operator, values: Sequence[Any]) -> Callable[..., Any]:
-    method = _FORWARD_METHODS((type(op),) + tuple(map(type, values)))
+    method = _resolved(forward_rules, (type(op),) + tuple(map(type, values)))
     if method is None:
         return functools.partial(forward_rules, op)
-    if method is _FORWARD_METHODS((Operator,)):  # the catch-all: a plain call
+    if method is _resolved(forward_rules, (Operator,)):  # the catch-all: a plain call
         return getattr(op, "f", op)
     return functools.partial(method, op)
 
 
 def _resolve_gradient(op: Operator, output: Any, values: Sequence[Any]) -> Callable[..., Any]:
     types = (type(op), type(output), type(output)) + tuple(map(type, values))
-    method = _GRADIENT_METHODS(types)
+    method = _resolved(gradient_rules, types)
     if method is None:
         return functools.partial(gradient_rules, op)
     return functools.partial(method, op)
@@ -545,8 +520,6 @@ def _encode(a: Any, slot_of: dict[int, int]) -> tuple[bool, Any]:
 
 def _build_program(key: Any, level: int, variables: list[Variable], input_leaves: list[int],
                    out: Any, recorder: _Recorder) -> Program:
-    _FORWARD_METHODS.refresh()
-    _GRADIENT_METHODS.refresh()
     out_leaves, out_spec = tree_flatten(out)
     out_leaves = [lift_object_array(o) for o in out_leaves]
     roots = [o for o in out_leaves if isinstance(o, (CachedNode, Variable))

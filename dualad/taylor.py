@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GradcheckError
+from .core.errors import GradcheckError
 from .hvp import hvp
-from .transforms import grad
+from .reverse.transforms import grad
 
 __all__ = ["taylor_test"]
 

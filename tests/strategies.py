@@ -1,7 +1,7 @@
 """Hypothesis strategies for random numpy programs, and finite-difference helpers.
 
 A :class:`Program` is a small DAG: 1 to 3 input arrays and 1 to 30 operations, each an
-elementwise function drawn from the rules tables (``dualad.rule_generator.rules()``, whose
+elementwise function drawn from the rules tables (``dualad.derivatives.registry.rules()``, whose
 entries carry the domain to draw from) or a structured operation (sum, mean, reshape,
 transpose, matmul, getitem, ...). Programs are generated against concrete input values, so
 every elementwise argument is kept inside its rule's domain: when an operand's values fall
@@ -28,7 +28,7 @@ import numpy as np
 from hypothesis import reject
 from hypothesis import strategies as st
 
-import dualad.rule_generator as rule_generator
+import dualad.derivatives.registry as rule_generator
 
 MAX_SIZE = 24          # entries of any value in a program
 MAX_INPUT_SIZE = 12    # entries of an input (finite differences cost one call per entry)

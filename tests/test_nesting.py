@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.dual import Dual, Tag
+from dualad.forward.dual import Dual, Tag
 from dualad.gradcheck import numerical_jacobian
 
 # -- perturbation confusion -------------------------------------------------------------------

@@ -17,6 +17,5 @@ from . import (  # noqa: F401
     reductions,
     selection,
     shapes,
-    tangents_core,
     writes,
 )

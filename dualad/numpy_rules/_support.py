@@ -1,21 +1,15 @@
-"""Helpers shared by the rule families: registration, axes, partials and gathers.
+"""Helpers shared by the rule families: axes, partials, and rules made of compositions.
 
 A structured numpy function gets two rules: a ``gradient`` method (reverse mode) and a
-``forward`` method for Dual arguments (forward mode). :func:`gradient_rule` and
-:func:`tangent_rule` register one implementation for several numpy functions at once
-(``np.max`` and ``np.amax``, ``np.cross`` and ``np.linalg.cross``, ...).
-
-Functions that only move, repeat or drop entries (tile, repeat, flip, pad, sort, take, ...)
-share one pair of rules through an *index map*: the function applied to
-``arange(x.size).reshape(x.shape)`` says which input entry each output entry is (``-1``
-for an entry that is a constant, such as padding). Its gradient adds ``grad`` into those
-entries (repeats accumulate); its tangent gathers the partials.
+``forward`` method for Dual arguments (forward mode), both registered through
+:mod:`dualad.extend` (``gradient_rule``, ``tangent_rule``), re-exported here for the
+family files. :func:`composite_rules` gives both rules to a function written with numpy
+calls that have rules of their own.
 
 Example:
-    >>> import numpy as np
-    >>> from dualad.numpy_rules._support import index_map
-    >>> index_map(np.tile, (2,), 2)
-    array([0, 1, 0, 1])
+    >>> from dualad.numpy_rules._support import normalize_axes
+    >>> normalize_axes(-1, 3), normalize_axes(None, 2)
+    ((2,), (0, 1))
 """
 
 from __future__ import annotations
@@ -24,22 +18,25 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-import plum
 
-from ..dispatch import gradient
-from ..dual import (
+from ..extend import (
     Dual,
-    register_fast_function,
-    register_fast_ufunc,
-    register_forward,
+    MissingRuleError,
+    Traced,
+    gradient_rule,
+    innermost_tag,
+    shape_of,
+    tangent_rule,
 )
-from ..numpy_bridge import shape_of
-from ..operators import Method
-from ..tracing import Traced
+from ..reverse.transforms import vjp
 
 __all__ = [
     "gradient_rule",
     "tangent_rule",
+    "composite_rules",
+    "normalize_axes_in_order",
+    "is_plain_array",
+    "unsupported_tangent",
     "normalize_axis",
     "normalize_axes",
     "ndim_of",
@@ -47,78 +44,10 @@ __all__ = [
     "klast",
     "split_duals",
     "dual_or_value",
-    "index_map",
-    "gather_gradient",
-    "gather_tangent",
     "is_plain",
 ]
 
 _NoValue = getattr(np, "_NoValue", None)
-
-
-def gradient_rule(*funcs: Any) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
-    """Register ``impl(grad, output, *args, **kwargs)`` as the gradient rule of ``funcs``.
-
-    ``impl`` returns one gradient per positional argument (None where not differentiable).
-    """
-
-    def decorate(impl: Callable[..., tuple]) -> Callable[..., tuple]:
-        def method(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
-            return impl(grad, output, *args, **kwargs)
-
-        method.__name__ = method.__qualname__ = f"gradient{impl.__name__}"
-        for f in funcs:
-            # Any, as plum reads unannotated parameters, so a user's rule takes precedence.
-            gradient.register(method, plum.Signature(Method[f], Any, Any, varargs=Any))
-        return impl
-
-    return decorate
-
-
-def _subsets(positions: tuple[int, ...]) -> list[tuple[type, ...]]:
-    n = max(positions) + 1
-    out = []
-    for bits in range(1, 2 ** len(positions)):
-        chosen = {p for i, p in enumerate(positions) if bits >> i & 1}
-        out.append(tuple(Dual if i in chosen else object for i in range(n)))
-    return out
-
-
-def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,),
-                 ufunc: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``impl(*args, **kwargs)`` as the tangent (forward-mode) rule of ``funcs``.
-
-    ``duals`` lists the positional arguments that may be Duals (every combination is
-    registered), or is ``"any"``: then ``impl`` receives every call of the function,
-    including calls without Duals (lists of arrays, Duals passed by keyword), and must
-    compute the plain result itself when it finds no Dual.
-    """
-
-    def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
-        def method(op: Any, *args: Any, **kwargs: Any):  # no return annotation (plum)
-            return impl(*args, **kwargs)
-
-        def fast(args: tuple, kwargs: dict) -> Any:
-            return impl(*args, **kwargs)
-
-        method.__name__ = method.__qualname__ = f"forward{impl.__name__}"
-        for f in funcs:
-            op_type = Method[f]
-            if duals == "any":
-                forward_signature = plum.Signature(op_type, varargs=object)
-                from ..dispatch import forward
-
-                forward.register(method, forward_signature)
-            else:
-                for types in _subsets(tuple(duals)):  # type: ignore[arg-type]
-                    register_forward(op_type, types, method, varargs=object)
-            if ufunc:
-                register_fast_ufunc(f, fast)
-            else:
-                register_fast_function(f, fast)
-        return impl
-
-    return decorate
 
 
 # -- axes ------------------------------------------------------------------------------
@@ -146,6 +75,34 @@ def normalize_axes(axis: Any, ndim: int, fname: str = "function") -> tuple[int, 
     if isinstance(axis, (int, np.integer)):
         axis = (axis,)
     return tuple(sorted(normalize_axis(a, ndim, fname) for a in axis))
+
+
+def normalize_axes_in_order(axis: Any, ndim: int, fname: str) -> tuple[int, ...]:
+    """``axis`` (None, int or sequence) as non-negative axes, in the order given."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        a = int(a)
+        if not -ndim <= a < max(ndim, 1):
+            raise np.exceptions.AxisError(a, ndim)
+        out.append(a % ndim if ndim else 0)
+    return tuple(out)
+
+
+def is_plain_array(x: Any) -> bool:
+    """Whether ``x`` is a plain numpy array (not a number, not traced)."""
+    return isinstance(x, np.ndarray)
+
+
+def unsupported_tangent(fname: str, what: str) -> MissingRuleError:
+    """The error for a call form whose forward-mode rule is not written."""
+    return MissingRuleError(
+        f"dualad: forward mode of np.{fname} with {what} is not supported; rewrite the call "
+        f"without it, or add a rule with @ad.forward.dispatch for ad.Method[np.{fname}]."
+    )
 
 
 # -- partials --------------------------------------------------------------------------
@@ -195,59 +152,6 @@ def add_terms(acc: Any, term: Any) -> Any:
     return acc + term
 
 
-# -- functions that move, repeat or drop entries -----------------------------------------
-
-
-def index_map(func: Callable[..., Any], shape: tuple[int, ...], *args: Any,
-              **kwargs: Any) -> np.ndarray:
-    """``func`` applied to the flat positions of an array of ``shape``.
-
-    Each output entry is the flat index of the input entry it copies.
-    """
-    size = int(np.prod(shape, dtype=np.int64))
-    return np.asarray(func(np.arange(size, dtype=np.intp).reshape(shape), *args, **kwargs))
-
-
-def gather_gradient(grad: Any, index: np.ndarray, shape: tuple[int, ...],
-                    permutation: bool = False) -> Any:
-    """The gradient of ``out = x.flat[index]`` (``-1`` entries are constants) w.r.t. ``x``.
-
-    ``permutation``: ``index`` uses every entry exactly once (sort), so the gradient is a
-    gather with the inverse permutation instead of a scatter-add.
-    """
-    from .indexing import index_add
-
-    size = int(np.prod(shape, dtype=np.int64))
-    index = np.asarray(index)
-    if index.size == 0 or size == 0:
-        return np.zeros(shape)
-    if permutation:
-        inverse = np.empty(size, dtype=np.intp)
-        inverse[index.reshape(-1)] = np.arange(size, dtype=np.intp)
-        return np.reshape(np.reshape(grad, (-1,))[inverse], shape)
-    valid = index >= 0
-    if valid.all():
-        flat = index_add(np.reshape(grad, (-1,)), index.reshape(-1), (size,))
-    else:
-        flat = index_add(grad[valid], index[valid], (size,))
-    return np.reshape(flat, shape)
-
-
-def gather_tangent(p: Any, index: np.ndarray) -> Any:
-    """Partials of ``out = x.flat[index]`` from the partials ``p`` of ``x``."""
-    index = np.asarray(index)
-    k = shape_of(p)[-1]
-    size = int(np.prod(shape_of(p)[:-1], dtype=np.int64))
-    if index.size == 0 or size == 0:
-        return np.zeros(index.shape + (k,))
-    flat = np.reshape(p, (size, k))
-    valid = index >= 0
-    if valid.all():
-        return flat[index]
-    out = flat[np.where(valid, index, 0)]
-    return out * valid[..., None]
-
-
 # -- functions written as compositions of numpy calls -------------------------------------
 
 
@@ -260,9 +164,6 @@ def composite_rules(func: Any, impl: Callable[..., Any],
     (a reverse pass of its own inside the rule, so higher derivatives work). ``positions
     (args, kwargs)`` lists the positional arguments that are differentiable.
     """
-    from ..forward_transforms import jvp as _jvp  # noqa: F401  (forward mode is loaded)
-    from ..transforms import vjp
-
     def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
         chosen = [i for i in positions(args, kwargs) if i < len(args)]
 
@@ -280,8 +181,6 @@ def composite_rules(func: Any, impl: Callable[..., Any],
         return tuple(result)
 
     def tangent_impl(*args: Any, **kwargs: Any) -> Any:
-        from ..dual import innermost_tag
-
         if innermost_tag(list(args) + list(kwargs.values())) is None:
             return func(*args, **kwargs)
         return impl(*args, **kwargs)

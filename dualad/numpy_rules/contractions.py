@@ -30,9 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backward_pass import gradients_needed
-from ..dual import Dual, innermost_tag
-from ..numpy_bridge import shape_of
+from ..extend import (
+    Dual,
+    gradients_needed,
+    innermost_tag,
+    shape_of,
+)
 from ._support import add_terms, dual_or_value, gradient_rule, split_duals, tangent_rule
 
 __all__ = [

@@ -1,11 +1,19 @@
-"""Elementwise rules: registered from the declarative tables under ``rules/``."""
+"""Elementwise rules: registered from the declarative tables under ``rules/``.
+
+The numpy table is registered here; the scipy.special table when ``scipy.special`` has been
+imported (see :func:`~dualad.derivatives.registry.register_tables`). Ufuncs the tables
+declare not differentiable with a boolean result (comparisons, predicates) act on values
+in forward mode.
+"""
 
 from __future__ import annotations
 
-try:
-    from ..rule_generator import register_tables
-except ImportError:  # the generator is not available yet
-    register_tables = None
+import numpy as np
 
-if register_tables is not None:
-    register_tables()
+from ..extend import not_differentiable_functions, register_tables, register_value_rule
+
+register_tables()
+
+for _f in not_differentiable_functions():
+    if isinstance(_f, np.ufunc) and _f.nout == 1 and all(t.endswith("?") for t in _f.types):
+        register_value_rule(_f)

@@ -24,9 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from ..dual import Dual, innermost_tag
-from ..numpy_bridge import shape_of
-from ..unbroadcast import unbroadcast
+from ..extend import (
+    Dual,
+    innermost_tag,
+    shape_of,
+    unbroadcast,
+)
 from ._signatures import bind
 from ._support import (
     add_terms,

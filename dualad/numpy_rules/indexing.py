@@ -1,6 +1,10 @@
-"""Gradient rules for indexing: ``x[key]`` with slices, integers, integer arrays and masks.
+"""Rules for indexing: ``x[key]`` with slices, integers, integer arrays and masks.
 
-Repeated indices accumulate, as the chain rule requires.
+Repeated indices accumulate, as the chain rule requires. Functions that only move, repeat
+or drop entries (tile, repeat, flip, pad, sort, take, ...) share one pair of rules through
+an *index map* (:func:`index_map`): the function applied to ``arange(x.size)`` says which
+input entry each output entry is (``-1`` for a constant entry, such as padding); the
+gradient adds ``grad`` into those entries, the tangent gathers the partials.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -11,19 +15,23 @@ Example:
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..dispatch import gradient
-from ..dual import Dual
-from ..numpy_bridge import shape_of
-from ..operators import Method
-from ..tracing import primitive
-from ..unbroadcast import unbroadcast
-from ._support import tangent_rule
+from ..extend import (
+    Dual,
+    Method,
+    gradient,
+    partials_key,
+    primitive,
+    shape_of,
+    unbroadcast,
+)
+from ._support import is_plain_array, tangent_rule
 
-__all__ = ["index_add", "partials_key"]
+__all__ = ["gather_gradient", "gather_tangent", "index_add", "index_map"]
 
 
 def _is_basic(key: Any) -> bool:
@@ -60,15 +68,6 @@ def _index_add_gradient(op: Method[index_add], grad: Any, output: Any, values: A
     return (g, None, None)
 
 
-def partials_key(key: Any) -> Any:
-    """``key`` for partials (the trailing direction axis stays whole)."""
-    if type(key) is tuple and any(p is Ellipsis for p in key):
-        return key + (slice(None),)
-    if key is Ellipsis:
-        return (Ellipsis, slice(None))
-    return key
-
-
 @tangent_rule(index_add)
 def _index_add_tangent(values: Any, key: Any, shape: Any) -> Any:
     p = values.partials
@@ -79,3 +78,63 @@ def _index_add_tangent(values: Any, key: Any, shape: Any) -> Any:
     if vshape != target:  # values broadcast into the target: broadcast the partials too
         p = np.broadcast_to(p, target + (k,))
     return Dual._make(out, index_add(p, partials_key(key), tuple(shape) + (k,)), values.tag)
+
+
+@tangent_rule(operator.getitem)
+def _getitem(x: Any, key: Any) -> Any:
+    v = x.value
+    if is_plain_array(v):
+        return Dual._make(v[key], x.partials[partials_key(key)], x.tag)
+    return Dual._make(operator.getitem(v, key),
+                      operator.getitem(x.partials, partials_key(key)), x.tag)
+
+
+# -- functions that move, repeat or drop entries -----------------------------------------
+
+
+def index_map(func: Callable[..., Any], shape: tuple[int, ...], *args: Any,
+              **kwargs: Any) -> np.ndarray:
+    """``func`` applied to the flat positions of an array of ``shape``.
+
+    Each output entry is the flat index of the input entry it copies.
+    """
+    size = int(np.prod(shape, dtype=np.int64))
+    return np.asarray(func(np.arange(size, dtype=np.intp).reshape(shape), *args, **kwargs))
+
+
+def gather_gradient(grad: Any, index: np.ndarray, shape: tuple[int, ...],
+                    permutation: bool = False) -> Any:
+    """The gradient of ``out = x.flat[index]`` (``-1`` entries are constants) w.r.t. ``x``.
+
+    ``permutation``: ``index`` uses every entry exactly once (sort), so the gradient is a
+    gather with the inverse permutation instead of a scatter-add.
+    """
+    size = int(np.prod(shape, dtype=np.int64))
+    index = np.asarray(index)
+    if index.size == 0 or size == 0:
+        return np.zeros(shape)
+    if permutation:
+        inverse = np.empty(size, dtype=np.intp)
+        inverse[index.reshape(-1)] = np.arange(size, dtype=np.intp)
+        return np.reshape(np.reshape(grad, (-1,))[inverse], shape)
+    valid = index >= 0
+    if valid.all():
+        flat = index_add(np.reshape(grad, (-1,)), index.reshape(-1), (size,))
+    else:
+        flat = index_add(grad[valid], index[valid], (size,))
+    return np.reshape(flat, shape)
+
+
+def gather_tangent(p: Any, index: np.ndarray) -> Any:
+    """Partials of ``out = x.flat[index]`` from the partials ``p`` of ``x``."""
+    index = np.asarray(index)
+    k = shape_of(p)[-1]
+    size = int(np.prod(shape_of(p)[:-1], dtype=np.int64))
+    if index.size == 0 or size == 0:
+        return np.zeros(index.shape + (k,))
+    flat = np.reshape(p, (size, k))
+    valid = index >= 0
+    if valid.all():
+        return flat[index]
+    out = flat[np.where(valid, index, 0)]
+    return out * valid[..., None]

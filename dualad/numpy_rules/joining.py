@@ -24,19 +24,24 @@ from typing import Any
 
 import numpy as np
 
-from ..dual import Dual, innermost_tag
-from ..nodes import register_function_hook
-from ..numpy_bridge import shape_of
+from ..extend import (
+    Dual,
+    Traced,
+    innermost_tag,
+    lift_object_array,
+    register_function_hook,
+    shape_of,
+)
 from ._signatures import bind
 from ._support import (
-    gather_gradient,
-    gather_tangent,
     gradient_rule,
-    index_map,
+    ndim_of,
+    normalize_axes_in_order,
     normalize_axis,
     split_duals,
     tangent_rule,
 )
+from .indexing import gather_gradient, gather_tangent, index_map
 
 __all__ = ["join_rules", "split_rules"]
 
@@ -256,3 +261,69 @@ def _block_hook(func: Any, args: tuple, kwargs: dict) -> Any:
 
 register_function_hook(np.block, _block_hook)
 tangent_rule(np.block, duals="any")(block)
+
+
+# -- tangents of concatenate and stack -------------------------------------------------
+
+
+def _has_traced(x: Any) -> bool:
+    """Whether a (nested) list or tuple holds a traced value."""
+    stack = [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Traced):
+            return True
+        if type(item) in (list, tuple):
+            stack.extend(item)
+    return False
+
+
+def _lift(item: Any) -> Any:
+    """A list holding Duals (``[x[0], 1.0]``) as one array-like Dual."""
+    if type(item) in (list, tuple) and _has_traced(item):
+        holder = np.empty(len(item), dtype=object)
+        for i, sub in enumerate(item):
+            holder[i] = _lift(sub)
+        return lift_object_array(holder)
+    return item
+
+
+def _joined_parts(arrays: Any) -> tuple[Any, list[Any], list[Any]]:
+    items = [_lift(x) for x in arrays]
+    tag = innermost_tag(items)
+    k = next(x.k for x in items if isinstance(x, Dual) and x.tag is tag)
+    values, partials = split_duals(items, tag)
+    partials = [np.zeros(shape_of(v) + (k,)) if p is None else p
+                for v, p in zip(values, partials)]
+    return tag, values, partials
+
+
+def _has_dual(arrays: Any) -> bool:
+    return isinstance(arrays, (list, tuple)) and _has_traced(arrays) and any(
+        isinstance(x, Dual) for x in (_lift(a) for a in arrays))
+
+
+@tangent_rule(np.concatenate, duals="any")
+def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, **kwargs: Any) -> Any:
+    if not _has_dual(arrays):
+        return np.concatenate(arrays, axis=axis, out=out, **kwargs)
+    tag, values, partials = _joined_parts(arrays)
+    k = shape_of(partials[0])[-1]
+    if axis is None:
+        values = [np.reshape(v, (-1,)) for v in values]
+        partials = [np.reshape(p, (-1, k)) for p in partials]
+        ax = 0
+    else:
+        ax = normalize_axes_in_order(axis, ndim_of(values[0]), "concatenate")[0]
+    v = np.concatenate(values, axis=ax, **kwargs)
+    return Dual._make(v, np.concatenate(partials, axis=ax), tag)
+
+
+@tangent_rule(np.stack, duals="any")
+def _stack(arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
+    if not _has_dual(arrays):
+        return np.stack(arrays, axis=axis, out=out, **kwargs)
+    tag, values, partials = _joined_parts(arrays)
+    ax = normalize_axes_in_order(axis, ndim_of(values[0]) + 1, "stack")[0]
+    v = np.stack(values, axis=ax, **kwargs)
+    return Dual._make(v, np.stack(partials, axis=ax), tag)

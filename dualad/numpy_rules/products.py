@@ -26,20 +26,26 @@ from typing import Any
 
 import numpy as np
 
-from ..backward_pass import gradients_needed
-from ..dispatch import gradient
-from ..dual import innermost_tag
-from ..numpy_bridge import shape_of
-from ..operators import Method
-from ..unbroadcast import unbroadcast
+from ..extend import (
+    Dual,
+    Method,
+    gradient,
+    gradients_needed,
+    innermost_tag,
+    shape_of,
+    tangent_parts,
+    unbroadcast,
+)
 from ._signatures import bind
 from ._support import (
     dual_or_value,
     gradient_rule,
+    is_plain_array,
     ndim_of,
     normalize_axis,
     split_duals,
     tangent_rule,
+    unsupported_tangent,
 )
 from .contractions import Contraction, contraction_rules, parse_einsum
 
@@ -57,7 +63,7 @@ def matmul_gradients(grad: Any, a: Any, b: Any,
                      needs: list[bool] | None = None) -> tuple[Any, Any]:
     """Gradients of ``a @ b`` for 1-D, 2-D and batched (broadcast) operands.
 
-    ``needs`` (from :func:`~dualad.backward_pass.gradients_needed`) skips constants.
+    ``needs`` (from :func:`~dualad.reverse.backward.gradients_needed`) skips constants.
     """
     if needs is not None and not (needs[0] and needs[1]):
         ga = gb = None
@@ -387,3 +393,69 @@ def _linalg_trace(grad: Any, output: Any, x: Any, *, offset: int = 0, dtype: Any
 def _linalg_trace_tangent(x: Any, *, offset: int = 0, dtype: Any = None) -> Any:
     return np.trace(x, offset, -2, -1)
 
+
+# -- tangents of matmul and dot --------------------------------------------------------
+
+
+def _left_term(ap: Any, bv: Any, na: int, nb: int) -> Any:
+    """Partials of ``da @ b`` (``ap`` is ``shape(a) + (k,)``)."""
+    if nb == 1:  # (..., m, k) -> (..., k, m) @ (m,) -> (..., k)
+        return np.matmul(np.swapaxes(ap, -1, -2), bv)
+    if na == 1:  # (m, k) -> (k, m) @ (..., m, p) -> (..., k, p) -> (..., p, k)
+        return np.swapaxes(np.matmul(np.swapaxes(ap, -1, -2), bv), -1, -2)
+    if nb == 2 and is_plain_array(ap) and is_plain_array(bv):  # (..., n, m, k) . (m, p) -> (..., n, k, p)
+        return np.swapaxes(np.tensordot(ap, bv, axes=([na - 1], [0])), -1, -2)
+    b = bv if nb == 2 else np.reshape(bv, shape_of(bv)[:-2] + (1,) + shape_of(bv)[-2:])
+    return np.swapaxes(np.matmul(np.swapaxes(ap, -1, -2), b), -1, -2)
+
+
+def _right_term(av: Any, bp: Any, nb: int, out_shape: tuple[int, ...]) -> Any:
+    """Partials of ``a @ db`` (``bp`` is ``shape(b) + (k,)``)."""
+    if nb == 1:  # a @ (m, k)
+        return np.matmul(av, bp)
+    bs = shape_of(bp)
+    k = bs[-1]
+    flat = np.reshape(bp, bs[:-2] + (bs[-2] * k,))
+    return np.reshape(np.matmul(av, flat), out_shape + (k,))
+
+
+def _product_tangent(a: Any, b: Any, fname: str) -> Any:
+    tag, ((av, ap), (bv, bp)) = tangent_parts((a, b))
+    y = np.matmul(av, bv)
+    na, nb = ndim_of(av), ndim_of(bv)
+    if na == 0 or nb == 0:
+        raise ValueError(f"{fname}: operands must not be 0-d (shapes {shape_of(av)}, "
+                         f"{shape_of(bv)}); use * for scalars.")
+    acc = None
+    if ap is not None:
+        acc = _left_term(ap, bv, na, nb)
+    if bp is not None:
+        term = _right_term(av, bp, nb, shape_of(y))
+        acc = term if acc is None else acc + term
+    return Dual._make(y, acc, tag)
+
+
+@tangent_rule(np.matmul, duals=(0, 1))
+def _matmul(a: Any, b: Any, **kwargs: Any) -> Any:
+    if kwargs:
+        raise unsupported_tangent("matmul", f"keyword arguments {sorted(kwargs)}")
+    return _product_tangent(a, b, "matmul")
+
+
+@tangent_rule(np.dot, duals=(0, 1))
+def _dot(a: Any, b: Any, out: Any = None) -> Any:
+    na, nb = ndim_of(a), ndim_of(b)
+    if na == 0 or nb == 0:
+        return np.multiply(a, b)
+    if nb <= 2:
+        return _product_tangent(a, b, "dot")
+    # N-D by M-D: a sum over the last axis of a and the second-to-last of b
+    tag, ((av, ap), (bv, bp)) = tangent_parts((a, b))
+    y = np.dot(av, bv)
+    acc = None
+    if ap is not None:
+        acc = np.moveaxis(np.tensordot(ap, bv, axes=([na - 1], [nb - 2])), na - 1, -1)
+    if bp is not None:
+        term = np.tensordot(av, bp, axes=([na - 1], [nb - 2]))
+        acc = term if acc is None else acc + term
+    return Dual._make(y, acc, tag)

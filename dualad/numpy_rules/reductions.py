@@ -26,9 +26,20 @@ from typing import Any
 
 import numpy as np
 
-from ..numpy_bridge import shape_of
+from ..extend import (
+    Dual,
+    shape_of,
+)
 from ._signatures import bind
-from ._support import dual_or_value, gradient_rule, normalize_axes, tangent_rule
+from ._support import (
+    dual_or_value,
+    gradient_rule,
+    is_plain_array,
+    ndim_of,
+    normalize_axes,
+    normalize_axes_in_order,
+    tangent_rule,
+)
 
 __all__ = ["normalize_axes", "expand_reduced", "exclusive_products"]
 
@@ -405,3 +416,43 @@ _cumprod_rules((np.cumprod,), _CUMSUM_NAMES, None)
 _cumprod_rules((np.multiply.accumulate,), _ACCUMULATE_NAMES, 0)
 if hasattr(np, "cumulative_prod"):
     _cumprod_rules((np.cumulative_prod,), _CUMULATIVE_NAMES, None)
+
+
+# -- tangents of sum and mean (the other reductions share _reduction_rules) -------------
+
+
+@tangent_rule(np.sum)
+def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = _NoValue, where: Any = _NoValue) -> Any:
+    kw = {} if initial is _NoValue else {"initial": initial}
+    if where is not _NoValue:  # a masked sum is the sum of the masked array
+        return np.sum(np.where(where, a, 0.0), axis=axis, dtype=dtype, keepdims=keepdims, **kw)
+    v = np.sum(a.value, axis=axis, dtype=dtype, keepdims=keepdims, **kw)
+    p = a.partials
+    axes = normalize_axes_in_order(axis, ndim_of(a.value), "sum")
+    if is_plain_array(p):
+        dp = np.add.reduce(p, axis=axes, keepdims=keepdims)
+    else:
+        dp = np.sum(p, axis=axes, keepdims=keepdims)
+    return Dual._make(v, dp, a.tag)
+
+
+@tangent_rule(np.mean)
+def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+          *, where: Any = _NoValue) -> Any:
+    if where is not _NoValue:  # the masked sum over the number of entries kept
+        mask = np.broadcast_to(np.asarray(where, dtype=np.float64), shape_of(a.value))
+        count = np.sum(mask, axis=axis, keepdims=keepdims)
+        return np.sum(np.where(where, a, 0.0), axis=axis, keepdims=keepdims) / count
+    v = np.mean(a.value, axis=axis, dtype=dtype, keepdims=keepdims)
+    shape = shape_of(a.value)
+    axes = normalize_axes_in_order(axis, len(shape), "mean")
+    count = 1
+    for ax in axes:
+        count *= shape[ax]
+    p = a.partials
+    if is_plain_array(p):
+        dp = np.add.reduce(p, axis=axes, keepdims=keepdims) / count
+    else:
+        dp = np.sum(p, axis=axes, keepdims=keepdims) / count
+    return Dual._make(v, dp, a.tag)

@@ -21,20 +21,22 @@ from typing import Any
 
 import numpy as np
 
-from ..dual import Dual, innermost_tag
-from ..numpy_bridge import shape_of
-from ..unbroadcast import unbroadcast
+from ..extend import (
+    Dual,
+    innermost_tag,
+    register_keyword_aliases,
+    shape_of,
+    unbroadcast,
+)
 from ._signatures import bind
 from ._support import (
     add_terms,
     dual_or_value,
-    gather_gradient,
-    gather_tangent,
     gradient_rule,
-    index_map,
     split_duals,
     tangent_rule,
 )
+from .indexing import gather_gradient, gather_tangent, index_map
 from .shapes import index_map_rules
 
 __all__: list[str] = []
@@ -150,6 +152,16 @@ def _clip_factors(x: Any, lo: Any, hi: Any) -> tuple[Any, Any]:
         m = np.maximum(xv, lov)
     s2 = 1.0 if hiv is None else (m < hiv) + 0.5 * (m == hiv)
     return s1, s2
+
+
+def _both_bounds(args: list) -> list:
+    """numpy wants both bounds of np.clip once one is positional."""
+    return [None if a is np._NoValue else a for a in args] + [None] * (3 - len(args))
+
+
+# a traced bound passed as min= / max= becomes positional (a_min / a_max), so it gets a
+# gradient
+register_keyword_aliases(np.clip, {"min": "a_min", "max": "a_max"}, complete=_both_bounds)
 
 
 @gradient_rule(np.clip)

@@ -21,25 +21,28 @@ from typing import Any
 
 import numpy as np
 
-from ..dispatch import gradient
-from ..dual import Dual, innermost_tag
-from ..numpy_bridge import shape_of
-from ..operators import Method
-from ..unbroadcast import unbroadcast
+from ..extend import (
+    Dual,
+    Method,
+    gradient,
+    innermost_tag,
+    shape_of,
+    unbroadcast,
+)
 from ._signatures import bind
 from ._support import (
     dual_or_value,
-    gather_gradient,
-    gather_tangent,
     gradient_rule,
-    index_map,
     kfirst,
     klast,
     ndim_of,
     normalize_axes,
+    normalize_axes_in_order,
     normalize_axis,
     tangent_rule,
+    unsupported_tangent,
 )
+from .indexing import gather_gradient, gather_tangent, index_map
 
 
 @gradient.dispatch
@@ -375,3 +378,107 @@ def _triangle_rules(func: Any) -> None:
 
 _triangle_rules(np.tril)
 _triangle_rules(np.triu)
+
+
+# -- tangents of reshape, ravel, transpose, swapaxes, broadcast_to and roll ------------
+
+
+@tangent_rule(np.reshape)
+def _reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None,
+             copy: Any = None) -> Any:
+    if shape is None:
+        shape = newshape
+    if order not in ("C", "F"):
+        raise unsupported_tangent("reshape", f"order={order!r}")
+    kw = {} if copy is None else {"copy": copy}
+    v = np.reshape(a.value, shape, order=order, **kw)
+    p = a.partials
+    return Dual._make(v, np.reshape(p, shape_of(v) + (shape_of(p)[-1],), order=order, **kw),
+                      a.tag)
+
+
+@tangent_rule(np.ravel)
+def _ravel(a: Any, order: str = "C") -> Any:
+    if order not in ("C", "F"):
+        raise unsupported_tangent("ravel", f"order={order!r}")
+    v = np.ravel(a.value, order=order)
+    p = a.partials
+    return Dual._make(v, np.reshape(p, shape_of(v) + (shape_of(p)[-1],), order=order), a.tag)
+
+
+@tangent_rule(np.transpose)
+def _transpose(a: Any, axes: Any = None) -> Any:
+    nd = ndim_of(a.value)
+    perm = tuple(reversed(range(nd))) if axes is None else normalize_axes_in_order(axes, nd, "transpose")
+    v = np.transpose(a.value, perm)
+    return Dual._make(v, np.transpose(a.partials, perm + (nd,)), a.tag)
+
+
+@tangent_rule(np.swapaxes)
+def _swapaxes(a: Any, axis1: Any, axis2: Any) -> Any:
+    nd = ndim_of(a.value)
+    a1, a2 = normalize_axes_in_order((axis1, axis2), nd, "swapaxes")
+    return Dual._make(np.swapaxes(a.value, a1, a2), np.swapaxes(a.partials, a1, a2), a.tag)
+
+
+@tangent_rule(np.broadcast_to)
+def _broadcast_to(array: Any, shape: Any, subok: bool = False) -> Any:
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    p = array.partials
+    return Dual._make(np.broadcast_to(array.value, shape),
+                      np.broadcast_to(p, shape + (shape_of(p)[-1],)), array.tag)
+
+
+_ROLL_INDEX: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _roll_index(n: int, shift: int) -> np.ndarray:
+    key = (n, shift)
+    idx = _ROLL_INDEX.get(key)
+    if idx is None:
+        idx = (np.arange(n) - shift) % n
+        if len(_ROLL_INDEX) < 256:
+            _ROLL_INDEX[key] = idx
+    return idx
+
+
+def roll_array(a: np.ndarray, shift: int, axis: int) -> np.ndarray:
+    """``np.roll(a, shift, axis)`` for one int shift and one non-negative axis, faster."""
+    n = a.shape[axis]
+    if n == 0:
+        return a.copy()
+    s = int(shift) % n
+    if a.size <= 4096:  # gathering beats two slice copies on small arrays
+        return a.take(_roll_index(n, s), axis=axis)
+    out = np.empty_like(a)
+    lead = (slice(None),) * axis
+    out[lead + (slice(s, None),)] = a[lead + (slice(None, n - s),)]
+    out[lead + (slice(None, s),)] = a[lead + (slice(n - s, None),)]
+    return out
+
+
+@tangent_rule(np.roll)
+def _roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    v, p = a.value, a.partials
+    plain = type(v) is np.ndarray and type(p) is np.ndarray
+    if plain and isinstance(shift, (int, np.integer)):
+        if axis is None and v.ndim == 1:
+            n = v.shape[0]
+            if n and v.size * p.shape[-1] <= 4096:
+                idx = _roll_index(n, int(shift) % n)
+                return Dual._make(v.take(idx), p.take(idx, axis=0), a.tag)
+            return Dual._make(roll_array(v, shift, 0), roll_array(p, shift, 0), a.tag)
+        if isinstance(axis, (int, np.integer)):
+            ax = normalize_axes_in_order(axis, v.ndim, "roll")[0]
+            return Dual._make(roll_array(v, shift, ax), roll_array(p, shift, ax), a.tag)
+    shape = shape_of(v)
+    k = shape_of(p)[-1]
+    if axis is None:
+        rv = np.roll(np.reshape(v, (-1,)), shift)
+        rp = np.roll(np.reshape(p, (-1, k)), shift, axis=0)
+        return Dual._make(np.reshape(rv, shape), np.reshape(rp, shape + (k,)), a.tag)
+    axes = normalize_axes_in_order(axis, len(shape), "roll")
+    if isinstance(axis, (int, np.integer)):
+        axes = axes[0]
+    return Dual._make(np.roll(v, shift, axes), np.roll(p, shift, axes), a.tag)
+

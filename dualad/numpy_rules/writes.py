@@ -2,7 +2,7 @@
 
 Simulation code allocates an array like its input and fills it. On a graph node,
 ``np.empty_like`` / ``np.zeros_like`` / ``np.ones_like`` / ``np.full_like`` and
-``np.copy`` (``x.copy()``) return a :class:`~dualad.nodes.MutableNode`: a graph node that
+``np.copy`` (``x.copy()``) return a :class:`~dualad.reverse.graph.MutableNode`: a graph node that
 may be written into. (``empty_like`` gives zeros, so unwritten entries are defined.)
 
 Each write ``y[key] = value`` records a *functional update*: a new node
@@ -26,27 +26,41 @@ Each write copies the array (O(n) per write), the price of keeping every earlier
 for the reverse pass. Writing into a differentiated argument or into any other computed
 node is a TypeError that says to allocate with ``np.empty_like`` / ``np.copy`` first;
 writing a traced value into a plain ``np.empty(n)`` array is a TypeError too (it would
-drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.dual`).
+drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.forward.dual`).
 ``np.copyto``, ``np.put``, ``np.put_along_axis`` and ``np.fill_diagonal`` on a writable
 node are writes as well.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..dual import Dual, tangent_parts
-from ..errors import TagMismatchError
-from ..nodes import AbstractNode, CachedNode, MutableNode, register_function_hook
-from ..numpy_bridge import shape_of
-from ..operators import Method
-from ..tracing import Traced, apply_operator, innermost, primitive, recording_paused
-from ..unbroadcast import unbroadcast
+from ..extend import (
+    AbstractNode,
+    CachedNode,
+    Dual,
+    Method,
+    MutableNode,
+    TagMismatchError,
+    Traced,
+    apply_operator,
+    innermost,
+    not_writable_message,
+    partials_key,
+    primitive,
+    recording_paused,
+    register_function_hook,
+    register_write_rule,
+    shape_of,
+    tangent_parts,
+    unbroadcast,
+    value,
+)
 from ._signatures import bind
 from ._support import gradient_rule, tangent_rule
-from .indexing import partials_key
 
 __all__ = ["assign", "write"]
 
@@ -104,7 +118,10 @@ def _assign_tangent(array: Any, key: Any, value: Any) -> Any:
 
 
 def write(target: MutableNode, key: Any, value: Any) -> None:
-    """``target[key] = value``: record the functional update and rebind ``target`` to it."""
+    """``target[key] = value``: record the functional update and rebind ``target`` to it.
+
+    Reverse mode calls it for every write into a writable node (``register_write_rule``).
+    """
     new = assign(target._state, key, value)
     if isinstance(new, CachedNode):
         target._rebind(new)
@@ -116,6 +133,9 @@ def write(target: MutableNode, key: Any, value: Any) -> None:
             f"inside the inner function (np.empty_like of one of its arguments)."
         )
     target._rebind(_constant_node(new, target.level))
+
+
+register_write_rule(write)
 
 
 def _constant(value: Any) -> Any:
@@ -283,17 +303,41 @@ def _dual_in_place(func: Any) -> Any:
 
 
 for _f in _PLANS:
-    register_function_hook(_f, _node_in_place)
+    register_function_hook(_f, _node_in_place, in_place=True)
     tangent_rule(_f, duals="any")(_dual_in_place(_f))
 
 
-def not_writable_message(node: Any, what: str = "x[key] = value") -> str:
-    """The error for a write into a node that is not writable."""
-    kind = "a differentiated argument" if not isinstance(node, CachedNode) else \
-        "a computed graph node"
-    return (
-        f"dualad: {what} writes in place into {kind} (shape {shape_of(node)}), which "
-        f"reverse mode cannot record. Allocate the array to fill from a traced value instead: "
-        f"y = np.empty_like(x) (or np.zeros_like(x), np.copy(x)) and write into y; or build "
-        f"a new array (np.where(mask, new, x), np.concatenate([...]))."
-    )
+# -- allocation like an array (forward mode) -------------------------------------------
+
+
+def _like(fill: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def rule(prototype: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+             shape: Any = None, **kwargs: Any) -> Any:
+        # the result is a constant at every level: build it from the plain primal
+        v = fill(value(prototype), dtype=dtype, order=order, shape=shape, **kwargs)
+        if dtype is not None and np.dtype(dtype).kind != "f":
+            return v
+        k = prototype.k
+        return Dual._make(v, np.zeros(shape_of(v) + (k,)), prototype.tag)
+
+    rule.__name__ = f"_{name}"
+    return rule
+
+
+tangent_rule(np.empty_like)(_like(np.empty_like, "empty_like"))
+tangent_rule(np.zeros_like)(_like(np.zeros_like, "zeros_like"))
+tangent_rule(np.ones_like)(_like(np.ones_like, "ones_like"))
+
+
+@tangent_rule(np.full_like, duals=(0, 1))
+def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+               shape: Any = None, **kwargs: Any) -> Any:
+    tag, ((av, _), (fv, fp)) = tangent_parts((a, fill_value))
+    v = np.full_like(av, fv, dtype=dtype, order=order, shape=shape, **kwargs)
+    if dtype is not None and np.dtype(dtype).kind != "f":
+        return v
+    k = a.k if isinstance(a, Dual) and a.tag is tag else fill_value.k
+    p = np.zeros(shape_of(v) + (k,))
+    if fp is not None:
+        p = p + fp
+    return Dual._make(v, p, tag)

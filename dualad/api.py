@@ -1,0 +1,86 @@
+"""Transforms that choose a mode: the Jacobian (forward, reverse or automatic) and the Hessian.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> ad.jacobian(lambda x: x ** 2, mode="reverse")(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
+    >>> ad.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .core.arguments import Argnums, normalize_argnums
+from .core.tracing import Traced, pause_recording
+from .core.trees import tree_flatten
+from .forward.transforms import jacobian_forward
+from .reverse.transforms import grad, jacobian_reverse
+
+__all__ = ["jacobian", "hessian"]
+
+MODES = ("auto", "forward", "reverse")
+
+
+def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
+             chunk: int | None = None) -> Callable[..., Any]:
+    """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
+
+    ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
+    or ``"auto"`` (forward when the input is not larger than the output).
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.jacobian(lambda x: np.sin(x) * x[0], mode="forward")(np.array([1.0, 2.0]))
+        array([[ 1.38177329,  0.        ],
+               [ 0.90929743, -0.41614684]])
+    """
+    if mode not in MODES:
+        raise ValueError(f"jacobian: mode={mode!r}; use 'forward', 'reverse' or 'auto'.")
+    if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
+        raise ValueError(f"jacobian: chunk={chunk!r}; give a positive int or None.")
+    fname = f"jacobian({getattr(f, '__name__', 'f')})"
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums, single = normalize_argnums(argnums, len(args), fname)
+        chosen = mode
+        if chosen == "auto":
+            chosen = _auto_mode(f, nums, args, kwargs)
+        if chosen == "forward":
+            results = jacobian_forward(f, nums, args, kwargs, chunk, fname)
+        else:
+            results = jacobian_reverse(f, nums, args, kwargs, fname)
+        return results[0] if single else tuple(results)
+
+    return wrapped
+
+
+def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict) -> str:
+    """Forward when the differentiated input is not larger than the output."""
+    n_in = sum(int(np.size(leaf)) if not isinstance(leaf, Traced) else leaf.size
+               for i in nums for leaf in tree_flatten(args[i])[0])
+    with pause_recording():
+        out = f(*args, **kwargs)
+    n_out = int(np.size(out)) if not isinstance(out, Traced) else out.size
+    return "forward" if n_in <= n_out else "reverse"
+
+
+def hessian(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+    """The Hessian of a scalar-valued ``f``, shaped ``in.shape + in.shape``.
+
+    Computed as forward over reverse (a forward-mode Jacobian of the gradient).
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.hessian(lambda x, y: x * y ** 2, argnums=1)(2.0, 3.0)
+        array(4.)
+    """
+    return jacobian(grad(f, argnums), argnums, mode="forward")

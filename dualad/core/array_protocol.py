@@ -1,0 +1,298 @@
+"""numpy's dispatch protocols and Python's operators for traced objects.
+
+A class that mixes in :class:`NumpyOverloads` and implements ``_primal()`` (its numpy
+value) behaves like an array in plain numpy code: ufuncs go through
+``__array_ufunc__`` (as ``Broadcasted[ufunc]``, gufuncs and ufunc methods as ``Method``),
+other numpy functions through ``__array_function__`` (as ``Method[func]``), and both end
+in :func:`dualad.core.tracing.apply_operator`.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Variable(np.array([1.0, 2.0]))
+    >>> (np.sin(x) * 2 + x).shape
+    (2,)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import operator
+from typing import Any
+
+import numpy as np
+
+from .operators import Broadcasted, Method
+from .tracing import apply_operator
+
+__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "shape_of",
+           "value_observer"]
+
+# Per context: an object told where traced values decide control flow (``observer.on_bool``)
+# and given results that carry no derivative (``observer.on_result``); set by ``ad.record``.
+value_observer: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "dualad_value_observer", default=None)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of an array, scalar, or traced object."""
+    if type(x) is float or type(x) is int:
+        return ()
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return np.shape(x)
+    return shape
+
+
+def lift_object_array(x: Any) -> Any:
+    """An object array holding traced values (``np.array([a, b])``) as one traced array.
+
+    Anything else is returned unchanged.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> v = ad.Variable(2.0)
+        >>> type(lift_object_array(np.array([v, v * v]))).__name__
+        'CachedNode'
+    """
+    if not (isinstance(x, np.ndarray) and x.dtype == object):
+        return x
+    items = [lift_object_array(item) for item in x.reshape(-1)]
+    if not any(isinstance(item, NumpyOverloads) for item in items):
+        return np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        return items[0]
+    return np.reshape(np.stack(items), x.shape + tuple(np.shape(items[0])))
+
+
+def _refuse_out(name: str, kwargs: dict) -> None:
+    out = kwargs.get("out")
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise TypeError(
+            f"dualad cannot record np.{name}(..., out=...): writing into an existing array "
+            f"hides the result from differentiation. Use the returned value instead, "
+            f"e.g. y = np.{name}(x)."
+        )
+
+
+def _binary(ufunc: np.ufunc, reflected: bool = False) -> Any:
+    op = Broadcasted.instance(ufunc)
+
+    if reflected:
+        def method(self: Any, other: Any) -> Any:
+            return apply_operator(op, (other, self), {})
+    else:
+        def method(self: Any, other: Any) -> Any:
+            return apply_operator(op, (self, other), {})
+
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
+    return method
+
+
+_NEGATIVE = Broadcasted.instance(np.negative)
+
+#: Python's binary operators and the ufuncs numpy maps them to: name -> (ufunc, reflected).
+BINARY_OPERATORS: dict[str, tuple[np.ufunc, bool]] = {
+    f"__{prefix}{name}__": (ufunc, prefix == "r")
+    for name, ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                        ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                        ("mod", np.remainder), ("pow", np.power))
+    for prefix in ("", "r")
+}
+
+
+class NumpyOverloads:
+    """Mixin: numpy protocols, operators, indexing and array attributes."""
+
+    __slots__ = ()
+    __array_priority__ = 1000.0
+
+    def _primal(self) -> Any:
+        raise NotImplementedError
+
+    # numpy protocols -------------------------------------------------------------
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        _refuse_out(ufunc.__name__, kwargs)
+        kwargs.pop("out", None)
+        if method == "__call__":
+            op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
+        else:
+            op = Method.instance(getattr(ufunc, method))
+        return apply_operator(op, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        _refuse_out(getattr(func, "__name__", "function"), kwargs)
+        return apply_operator(Method.instance(func), args, kwargs)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if dtype is None or np.dtype(dtype) == object:
+            # np.array([x, y]) of traced values: an object array that holds them; the
+            # transforms turn it back into one traced array (see lift_object_array).
+            # A non-0-d value is held entry by entry, so the holder has the value's shape.
+            shape = self.shape
+            holder = np.empty(shape, dtype=object)
+            if shape == ():
+                holder[()] = self
+            else:
+                for index in np.ndindex(shape):
+                    holder[index] = self[index]
+            return holder
+        raise TypeError(
+            f"dualad: a traced {type(self).__name__} (shape {self.shape}) was converted to a "
+            f"plain {np.dtype(dtype)} array, which would drop its derivative. This happens "
+            f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
+            f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
+            f"rather than math.*."
+        )
+
+    def __float__(self) -> float:
+        raise TypeError(
+            f"dualad: float() of a traced {type(self).__name__} would drop its derivative. "
+            f"Use numpy functions (np.sin, not math.sin) and keep values as arrays; to fill "
+            f"an array entry by entry allocate it with np.empty_like(x) / np.zeros_like(x), "
+            f"not np.empty(n); use ad.value(x) to read the number deliberately."
+        )
+
+    __int__ = __float__
+    __complex__ = __float__
+
+    def __bool__(self) -> bool:
+        outcome = bool(self._primal())
+        observer = value_observer.get()
+        if observer is not None:
+            observer.on_bool(self, outcome)
+        return outcome
+
+    # attributes ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return shape_of(self._primal())
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return getattr(self._primal(), "dtype", np.dtype(np.float64))
+
+    @property
+    def T(self) -> Any:
+        return np.transpose(self)
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d traced value")
+        return shape[0]
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __getitem__(self, key: Any) -> Any:
+        return apply_operator(Method.instance(operator.getitem), (self, key), {})
+
+    # array methods ---------------------------------------------------------------
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        if len(shape) == 1:
+            shape = shape[0]
+        return np.reshape(self, shape, **kwargs)
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
+        return np.sum(self, *args, **kwargs)
+
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
+        return np.mean(self, *args, **kwargs)
+
+    def prod(self, *args: Any, **kwargs: Any) -> Any:
+        return np.prod(self, *args, **kwargs)
+
+    def max(self, *args: Any, **kwargs: Any) -> Any:
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Any:
+        return np.min(self, *args, **kwargs)
+
+    def dot(self, other: Any) -> Any:
+        return np.dot(self, other)
+
+    def ravel(self, order: str = "C") -> Any:
+        return np.ravel(self, order)
+
+    def flatten(self, order: str = "C") -> Any:
+        return np.ravel(self, order)
+
+    def squeeze(self, axis: Any = None) -> Any:
+        return np.squeeze(self, axis)
+
+    def clip(self, a_min: Any = None, a_max: Any = None) -> Any:
+        return np.clip(self, a_min, a_max)
+
+    # operators: set below from BINARY_OPERATORS (straight to the ufunc's operator)
+    def __matmul__(self, other: Any) -> Any:
+        return np.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return np.matmul(other, self)
+
+    def __neg__(self) -> Any:
+        return apply_operator(_NEGATIVE, (self,), {})
+
+    def __pos__(self) -> Any:
+        return np.positive(self)
+
+    def __abs__(self) -> Any:
+        return np.absolute(self)
+
+    def __lt__(self, other: Any) -> Any:
+        return np.less(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return np.less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return np.greater(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return np.greater_equal(self, other)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return np.equal(self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return np.not_equal(self, other)
+
+    __hash__ = object.__hash__
+
+
+for _op_name, (_op_ufunc, _op_reflected) in BINARY_OPERATORS.items():
+    setattr(NumpyOverloads, _op_name, _binary(_op_ufunc, _op_reflected))
+del _op_name, _op_ufunc, _op_reflected
+
+
+def _object_loop_method(ufunc: np.ufunc) -> Any:
+    def method(self: Any) -> Any:
+        return ufunc(self)
+
+    method.__name__ = ufunc.__name__
+    method.__doc__ = f"np.{ufunc.__name__}(self): numpy's object-array loops call this."
+    return method
+
+
+# numpy evaluates a unary ufunc on an object array by calling the method of that name
+# on each element, so traced values inside np.array([...]) keep working.
+for _name in dir(np):
+    _ufunc = getattr(np, _name)
+    if (isinstance(_ufunc, np.ufunc) and _ufunc.nin == 1 and _ufunc.nout == 1
+            and not hasattr(NumpyOverloads, _ufunc.__name__)):
+        setattr(NumpyOverloads, _ufunc.__name__, _object_loop_method(_ufunc))
+del _name, _ufunc

@@ -1,0 +1,277 @@
+"""The multiple-dispatch functions every rule extends: ``forward``, ``gradient``, ``backward``.
+
+Each is a :class:`RuleFunction`: a :class:`plum.Function` of dualad's own
+:class:`plum.Dispatcher` (so rules never merge with same-named functions of other
+libraries), reached through plum's public API only, plus a cache of the method resolved
+for each tuple of argument types. The cache is emptied whenever a method is added, so a
+rule registered at any time takes effect at once; listeners (forward mode's fast paths)
+hear of every rule a user adds. Extend the functions with ``@gradient.dispatch`` and
+``@forward.dispatch``; dispatch happens on the operator type (``Method[f]`` /
+``Broadcasted[f]``) and on the argument types.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> def cube(x):
+    ...     return x ** 3
+    >>> cube = ad.primitive(cube)
+    >>> @ad.gradient.dispatch
+    ... def gradient(op: ad.Method[cube], grad, output, x):
+    ...     return (grad * 3 * x ** 2,)
+    >>> float(ad.grad(cube)(2.0))
+    12.0
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import plum
+
+from .errors import MissingRuleError
+from .operators import Broadcasted, Operator
+
+__all__ = [
+    "RuleFunction",
+    "backward",
+    "forward",
+    "gradient",
+    "missing_rule_message",
+    "register_rule_loader",
+]
+
+_dispatcher = plum.Dispatcher()
+
+# Called when a call finds only a catch-all method: each loader may register more rules
+# (e.g. the scipy.special table, once scipy.special has been imported) and returns
+# whether it did.
+_RULE_LOADERS: list[Callable[[], bool]] = []
+
+
+def register_rule_loader(loader: Callable[[], bool]) -> None:
+    """Let ``loader()`` register rules on demand, before a call is refused for lack of one."""
+    _RULE_LOADERS.append(loader)
+
+
+def _load_more_rules() -> bool:
+    return any([loader() for loader in list(_RULE_LOADERS)])
+
+
+def catch_all(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``method`` as a catch-all: finding it means no rule matched (loaders run first)."""
+    method.__dualad_catch_all__ = True  # type: ignore[attr-defined]
+    return method
+
+
+class RuleFunction:
+    """A rule function: plum multiple dispatch with a per-type-tuple method cache.
+
+    ``.dispatch`` registers a method from its annotations (a user's rule);
+    ``.register(method, signature)`` registers one with an explicit
+    :class:`plum.Signature` (``builtin=True`` for dualad's own rules).
+    """
+
+    def __init__(self, default: Callable[..., Any]) -> None:
+        self._function = _dispatcher(catch_all(default))
+        self.__name__ = default.__name__
+        self.__qualname__ = default.__name__
+        self.__doc__ = default.__doc__
+        self._resolved: dict[tuple[type, ...], Callable[..., Any]] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._lock = threading.RLock()
+        self._builtin: set[int] = set()
+        self._keep: list[Callable[..., Any]] = []  # builtin methods stay alive: ids stay unique
+
+    def __repr__(self) -> str:
+        return f"<dualad rule function {self.__name__} with {len(self.methods)} method(s)>"
+
+    # -- registering ------------------------------------------------------------------------
+    def dispatch(self, method: Callable[..., Any] | None = None, *,
+                 precedence: int = 0) -> Any:
+        """Decorator: add ``method`` for the types its annotations give.
+
+        Returns this rule function (as plum does), so the decorated name stays usable.
+        """
+        if method is None:
+            return lambda m: self.dispatch(m, precedence=precedence)
+        with self._lock:
+            self._function.dispatch(method, precedence=precedence)
+            self._changed()
+        return self
+
+    def register(self, method: Callable[..., Any], signature: plum.Signature, *,
+                 precedence: int = 0, builtin: bool = False) -> None:
+        """Add ``method`` for ``signature``; ``builtin`` marks dualad's own rules."""
+        with self._lock:
+            if builtin:
+                self._builtin.add(id(method))
+                self._keep.append(method)
+            self._function.register(method, signature, precedence=precedence)
+            self._changed()
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every registration (it re-derives what it cached)."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        self._resolved = {}
+        for listener in list(self._listeners):
+            listener()
+
+    def is_builtin(self, method: Any) -> bool:
+        """Whether ``method`` (a :class:`plum.Method`) is one of dualad's own rules."""
+        return id(method.implementation) in self._builtin
+
+    @property
+    def methods(self) -> list[Any]:
+        """Every registered method (:class:`plum.Method`: ``.signature``, ``.implementation``)."""
+        return list(self._function.methods)
+
+    # -- calling ------------------------------------------------------------------------------
+    def resolve(self, types: tuple[type, ...]) -> Callable[..., Any]:
+        """The implementation that a call with arguments of ``types`` runs (cached)."""
+        try:
+            return self._resolved[types]
+        except KeyError:
+            pass
+        impl = self._lookup(types)
+        self._resolved[types] = impl
+        return impl
+
+    def _lookup(self, types: tuple[type, ...]) -> Callable[..., Any]:
+        method, _ = self._function.resolve_method(plum.Signature(*types))
+        return method
+
+    def has_rule(self, types: tuple[type, ...]) -> bool:
+        """Whether a call with arguments of ``types`` finds a rule (not a catch-all).
+
+        Rule loaders run first when only a catch-all matches.
+        """
+        try:
+            impl = self.resolve(types)
+            if getattr(impl, "__dualad_catch_all__", False) and _load_more_rules():
+                impl = self.resolve(types)
+        except plum.AmbiguousLookupError:
+            return True  # the call itself will say so
+        except plum.NotFoundLookupError:
+            return False
+        return not getattr(impl, "__dualad_catch_all__", False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        types = tuple(map(type, args))
+        try:
+            impl = self._resolved[types]
+        except KeyError:
+            impl = self.resolve(types)
+        return impl(*args, **kwargs)
+
+
+def _type_names(args: tuple[Any, ...]) -> str:
+    return ", ".join(type(a).__name__ for a in args)
+
+
+def _function_label(op: Operator) -> str:
+    f = getattr(op, "f", None)
+    if f is None:
+        return type(op).__name__
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__name__", repr(f))
+    if owner is not None and hasattr(owner, "nin"):
+        return f"np.{owner.__name__}.{name}"
+    module = getattr(f, "__module__", None)
+    if module in (None, "numpy") or hasattr(f, "nin"):
+        return f"np.{name}"
+    return name
+
+
+def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
+    """The error text for a call with no rule, including the one method that would add it."""
+    kind = "Broadcasted" if isinstance(op, Broadcasted) else "Method"
+    label = _function_label(op)
+    names = [f"x{i}" if len(args) > 1 else "x" for i in range(len(args))]
+    params = ", ".join(names)
+    if mode == "reverse":
+        short = label.removeprefix("np.")
+        grads = ", ".join(f"grad * <d {short}/d {n}>" for n in names)
+        method = (
+            f"    @ad.gradient.dispatch\n"
+            f"    def gradient(op: ad.{kind}[{label}], grad, output, {params}):\n"
+            f"        return ({grads},)"
+        )
+        what = "reverse-mode (gradient)"
+    else:
+        method = (
+            f"    @ad.forward.dispatch\n"
+            f"    def forward(op: ad.{kind}[{label}], {params}):  # arguments may be ad.Dual\n"
+            f"        return ad.Dual(value, partials, tag)"
+        )
+        what = "forward-mode (tangent)"
+    message = (
+        f"dualad has no {what} rule for {label} called with ({_type_names(args)}). "
+        f"Add one with a dispatch method, e.g.\n\n{method}\n"
+    )
+    if kind == "Broadcasted":
+        message += (
+            f"\nor, for an elementwise function, one line: ad.define_rule({label}, "
+            f"args=({', '.join(repr(n) for n in names)},), derivatives=(...))."
+        )
+    return message
+
+
+# Per type: does every operation on it need a tangent rule (a class attribute
+# ``_needs_tangent_rule``, set by forward mode's ``Dual``)? The default ``forward`` refuses
+# such values instead of calling the function on them, which would recurse.
+_NEEDS_TANGENT_RULE: dict[type, bool] = {}
+
+
+def _gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any):
+    """Gradients of ``op(*args)`` for the reverse pass: one entry per positional argument.
+
+    Add a rule with ``@ad.gradient.dispatch`` on ``op: ad.Method[f]`` (or
+    ``ad.Broadcasted[f]``); it returns a tuple with one gradient per positional argument
+    (``None`` where there is none).
+    """
+    if _load_more_rules():
+        return gradient(op, grad, output, *args, **kwargs)
+    raise MissingRuleError(missing_rule_message(op, args, "reverse"))
+
+
+def _forward(op: Operator, *args: Any, **kwargs: Any):
+    """Evaluate ``op(*args, **kwargs)``; tangent rules are methods of this for ``Dual`` arguments.
+
+    Add a forward-mode rule with ``@ad.forward.dispatch`` on ``op: ad.Method[f]`` and
+    ``ad.Dual`` arguments; it returns the Dual result.
+    """
+    for a in args:
+        t = type(a)
+        needs = _NEEDS_TANGENT_RULE.get(t)
+        if needs is None:
+            needs = _NEEDS_TANGENT_RULE[t] = bool(getattr(t, "_needs_tangent_rule", False))
+        if needs:
+            if _load_more_rules():
+                return forward(op, *args, **kwargs)
+            # the Dual decides: a result without derivative (np.shape, np.argmax) is fine
+            return type(a)._without_tangent_rule(op, args, kwargs)
+    # Method[f] / Broadcasted[f] call f directly; a custom Operator subclass is called.
+    return getattr(op, "f", op)(*args, **kwargs)
+
+
+def _backward(node: Any, seed: Any = None):
+    """Run the reverse pass from ``node``; leaves' ``.grad`` accumulate."""
+    raise TypeError(
+        f"dualad.backward expects a graph node (ad.Variable or ad.CachedNode), got "
+        f"{type(node).__name__}; differentiate functions with ad.grad(f) instead."
+    )
+
+
+_gradient.__name__ = "gradient"
+_forward.__name__ = "forward"
+_backward.__name__ = "backward"
+
+#: ``gradient(op, grad, output, *args, **kwargs)``: reverse-mode rules.
+gradient = RuleFunction(_gradient)
+#: ``forward(op, *args, **kwargs)``: evaluation, and forward-mode rules for ``Dual`` arguments.
+forward = RuleFunction(_forward)
+#: ``backward(node, seed=None)``: the reverse pass from a graph node.
+backward = RuleFunction(_backward)

@@ -1,0 +1,696 @@
+"""Batched dual numbers: a value together with ``k`` tangent directions (forward mode).
+
+A :class:`Dual` holds ``value`` (shape ``S``) and ``partials`` (shape ``S + (k,)``): the
+derivatives of the value along ``k`` directions, carried at once. Numpy calls on Duals
+return Duals; the tangent rules that do this are ``forward`` methods for Dual arguments
+(elementwise ones come from the rules tables, see :mod:`dualad.forward.elementwise`).
+
+Every differentiation owns a :class:`Tag` (a fresh level). A call is handled by the
+innermost tag among its arguments; Duals of other (outer) tags are constants to it, so
+nested derivatives never mix partials. Hand-made Duals (``tag=None``) share one default
+tag, lower than every transform's.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Dual(np.array([1.0, 2.0]), np.eye(2))
+    >>> y = x * x + np.sin(0.0)
+    >>> y.value, y.partials
+    (array([1., 4.]), array([[2., 0.],
+           [0., 4.]]))
+
+Rule writers use :func:`tangent_parts` to split a call's arguments::
+
+    @ad.forward.dispatch
+    def forward(op: ad.Method[my_scale], x: ad.Dual, c: object):
+        tag, ((xv, xp), (cv, cp)) = tangent_parts((x, c))
+        return Dual(my_scale(xv, cv), xp * cv, tag)   # c treated as a constant here
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import plum
+
+from ..core.arguments import is_differentiable_output
+from ..core.array_protocol import BINARY_OPERATORS, NumpyOverloads, shape_of
+from ..core.dispatch import forward, missing_rule_message
+from ..core.errors import MissingRuleError, ShapeError, TagMismatchError
+from ..core.operators import Broadcasted, Method, Operator
+from ..core.tracing import Traced, apply_operator, new_level
+
+__all__ = [
+    "Dual",
+    "Tag",
+    "DEFAULT_TAG",
+    "tangent_parts",
+    "innermost_tag",
+    "value_at",
+    "partials_at",
+    "dual_result",
+    "zero_partials",
+    "register_fast_ufunc",
+    "register_fast_function",
+    "register_scalar_ufunc",
+    "register_forward",
+    "dual_signatures",
+    "partials_key",
+]
+
+
+class Tag:
+    """The identity of one differentiation; ``level`` orders nested ones (higher = inner).
+
+    Example:
+        >>> from dualad.forward.dual import Tag
+        >>> Tag().level < Tag().level
+        True
+    """
+
+    __slots__ = ("level", "name")
+
+    def __init__(self, level: int | None = None, name: str = "") -> None:
+        self.level = new_level() if level is None else int(level)
+        self.name = name
+
+    def __repr__(self) -> str:
+        extra = f", {self.name!r}" if self.name else ""
+        return f"Tag({self.level}{extra})"
+
+
+#: The tag of Duals made by hand with ``tag=None``; lower than every transform's tag.
+DEFAULT_TAG = Tag(name="default")
+
+# Plain (untraced) scalars the scalar fast path combines with a scalar Dual.
+_PLAIN_SCALARS = frozenset((float, int, np.float64))
+# Fast paths skip numpy's protocols and plum for the rules dualad registers itself. The
+# registered tables hold every fast implementation; the active ones (used on hot paths) drop
+# a function as soon as someone registers their own forward method for it with Dual
+# arguments, so a user's rule always wins (see _refresh_fast_paths).
+# ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward.elementwise).
+_REG_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
+_FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
+# numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
+_REG_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
+_FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
+# ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
+_REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
+_SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
+# Whether forward gained methods since the active fast paths were derived.
+_STALE = [True]
+
+
+def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
+    """Let ``ufunc(*Duals)`` call ``impl(args, kwargs)`` without going through dispatch.
+
+    ``impl`` must be the same computation as the ``forward`` method registered for
+    ``Broadcasted[ufunc]``; it sees calls whose innermost traced argument is a Dual.
+    """
+    _REG_UFUNC[ufunc] = impl
+    _STALE[0] = True
+
+
+def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any]) -> None:
+    """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``."""
+    _REG_FUNCTION[func] = impl
+    _STALE[0] = True
+
+
+def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None:
+    """Scalar fast path: ``derivatives(*args, y)`` gives one partial per argument (or None)."""
+    _REG_SCALAR[ufunc] = (ufunc, derivatives)
+    _STALE[0] = True
+
+
+def _mark_stale() -> None:
+    _STALE[0] = True
+
+
+forward.on_change(_mark_stale)
+
+
+def _refresh_fast_paths() -> None:
+    """Re-derive the active fast paths: a function keeps its fast path unless a method that
+    is not dualad's own (a user's rule) takes Dual arguments for it."""
+    replaced = set()
+    for m in forward.methods:
+        if forward.is_builtin(m):
+            continue
+        sig = m.signature
+        types = tuple(sig.types)
+        varargs = getattr(sig, "varargs", None)
+        rest = types[1:] + ((varargs,) if isinstance(varargs, type) else ())
+        if types and any(isinstance(t, type) and issubclass(t, Dual) for t in rest):
+            replaced.add(getattr(types[0], "f", None))
+    _FAST_UFUNC.clear()
+    _SCALAR_UFUNC.clear()
+    _FAST_FUNCTION.clear()
+    for uf, impl in _REG_UFUNC.items():
+        if uf not in replaced:
+            _FAST_UFUNC[uf] = impl
+            if uf in _REG_SCALAR:
+                _SCALAR_UFUNC[uf] = _REG_SCALAR[uf]
+    for fn, impl in _REG_FUNCTION.items():
+        if fn not in replaced:
+            _FAST_FUNCTION[fn] = impl
+    _STALE[0] = False
+
+
+def _as_value(value: Any) -> Any:
+    if isinstance(value, Traced):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return np.float64(value) if value.dtype.kind in "fiub" else value[()]
+        if value.dtype.kind in "iub":
+            return value.astype(np.float64)
+        return value
+    if isinstance(value, (float, int, np.floating, np.integer, bool, np.bool_)):
+        return np.float64(value)
+    arr = np.asarray(value)
+    if arr.dtype.kind in "iub":
+        arr = arr.astype(np.float64)
+    return arr[()] if arr.ndim == 0 else arr
+
+
+class Dual(Traced, NumpyOverloads):
+    """A value with ``k`` tangent directions: ``Dual(value, partials, tag=None)``.
+
+    ``value`` has shape ``S``, ``partials`` shape ``S + (k,)``. ``tag`` (a :class:`Tag`)
+    names the differentiation the partials belong to; ``None`` means the shared default
+    tag of hand-made Duals.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> d = ad.Dual(2.0, [1.0])
+        >>> e = np.exp(d * 3)
+        >>> bool(np.isclose(e.partials[0], 3 * np.exp(6.0)))
+        True
+    """
+
+    __slots__ = ("value", "_p", "_d", "tag", "level", "__weakref__")
+    _needs_tangent_rule = True
+
+    def __init__(self, value: Any, partials: Any, tag: Tag | None = None) -> None:
+        if tag is None:
+            tag = DEFAULT_TAG
+        elif not isinstance(tag, Tag):
+            raise TypeError(
+                f"Dual: tag must be a dualad.forward.dual.Tag or None, got {type(tag).__name__}; "
+                f"omit it for hand-made Duals."
+            )
+        value = _as_value(value)
+        if not isinstance(partials, Traced):
+            partials = np.asarray(partials, dtype=np.float64)
+        vs, ps = shape_of(value), shape_of(partials)
+        if len(ps) != len(vs) + 1 or ps[:-1] != vs:
+            raise ShapeError(
+                f"Dual: partials must have shape value.shape + (k,) = {vs} + (k,), got "
+                f"{ps}; e.g. Dual(x, np.ones(x.shape + (1,))) for one direction."
+            )
+        self.value = value
+        self._p = partials
+        self._d = None
+        self.tag = tag
+        self.level = tag.level
+
+    # -- construction without checks (rules) ---------------------------------------
+    @classmethod
+    def _make(cls, value: Any, partials: Any, tag: Tag) -> Dual:
+        obj = object.__new__(cls)
+        obj.value = value
+        obj._p = partials
+        obj._d = None
+        obj.tag = tag
+        obj.level = tag.level
+        return obj
+
+    @classmethod
+    def _scalar(cls, value: Any, d: Any, tag: Tag) -> Dual:
+        """A 0-d Dual with one direction whose derivative ``d`` is kept as a scalar."""
+        obj = object.__new__(cls)
+        obj.value = value
+        obj._p = None
+        obj._d = d
+        obj.tag = tag
+        obj.level = tag.level
+        return obj
+
+    # -- attributes ------------------------------------------------------------------
+    @property
+    def partials(self) -> Any:
+        """The tangents, shape ``value.shape + (k,)``."""
+        p = self._p
+        if p is None:
+            p = self._p = np.array([self._d], dtype=np.float64)
+        return p
+
+    @partials.setter
+    def partials(self, p: Any) -> None:
+        self._p = p
+        self._d = None
+
+    @property
+    def k(self) -> int:
+        """The number of tangent directions."""
+        if self._p is None:
+            return 1
+        return shape_of(self._p)[-1]
+
+    def _primal(self) -> Any:
+        return self.value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return shape_of(self.value)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return getattr(self.value, "dtype", np.dtype(np.float64))
+
+    def __repr__(self) -> str:
+        return f"Dual({self.value!r}, {self.partials!r}, tag={self.tag!r})"
+
+    def copy(self) -> Dual:
+        """A Dual with copies of the value and the partials."""
+        return Dual._make(np.copy(self.value), np.copy(self.partials), self.tag)
+
+    def __copy__(self) -> Dual:
+        return Dual._make(self.value, self._p, self.tag) if self._d is None \
+            else Dual._scalar(self.value, self._d, self.tag)
+
+    def __deepcopy__(self, memo: dict) -> Dual:
+        return self.copy()
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (self.value, self.partials, self.tag.level, self.tag.name))
+
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        """Float dtypes keep the derivative; other dtypes give the plain value."""
+        if np.dtype(dtype).kind == "f":
+            return self.copy() if copy else self
+        return np.asarray(_strip(self.value)).astype(dtype)
+
+    # -- dispatch --------------------------------------------------------------------
+    @classmethod
+    def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        return forward(op, *args, **kwargs)
+
+    @classmethod
+    def _without_tangent_rule(cls, op: Operator, args: tuple, kwargs: dict) -> Any:
+        """``forward``'s fallback for Dual arguments: fine only for a result with no
+        derivative (np.shape, np.argmax, np.isclose, ...), else :class:`MissingRuleError`."""
+        found, out = _on_values_if_constant(op, args, kwargs)
+        if found:
+            return out
+        raise MissingRuleError(missing_rule_message(op, args, "forward"))
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            d = self._d
+            if d is not None and len(inputs) == 1 and not _STALE[0]:  # a scalar, one direction
+                sr = _SCALAR_UFUNC.get(ufunc)
+                if sr is not None:
+                    v = self.value
+                    y = ufunc(v)
+                    dy = sr[1](v, y)[0]
+                    return _new_scalar(y, 0.0 if dy is None else dy * d, self.tag)
+            return _call_ufunc(ufunc, inputs)
+        return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        if _STALE[0]:
+            _refresh_fast_paths()
+        impl = _FAST_FUNCTION.get(func)
+        if impl is not None and _dual_is_innermost(args, kwargs):
+            return impl(args, kwargs)
+        return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
+
+    # -- Python operators: the ufunc's fast path, else its rule (set below) -----------------
+    # -- in-place operators: numpy semantics (the array is updated when possible) ------
+    def _inplace(self, result: Any) -> Any:
+        if (
+            type(result) is Dual
+            and result.tag is self.tag
+            and isinstance(self.value, np.ndarray)
+            and isinstance(self._p, np.ndarray)
+            and isinstance(result.value, np.ndarray)
+            and isinstance(result.partials, np.ndarray)
+            and result.value.shape == self.value.shape
+            and result.partials.shape == self._p.shape
+            and self.value.flags.writeable
+            and self._p.flags.writeable
+        ):
+            self.value[...] = result.value
+            self._p[...] = result.partials
+            return self
+        return result
+
+    def __iadd__(self, other: Any) -> Any:
+        return self._inplace(self + other)
+
+    def __isub__(self, other: Any) -> Any:
+        return self._inplace(self - other)
+
+    def __imul__(self, other: Any) -> Any:
+        return self._inplace(self * other)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return self._inplace(self / other)
+
+    def __ipow__(self, other: Any) -> Any:
+        return self._inplace(self ** other)
+
+    def __imatmul__(self, other: Any) -> Any:
+        return self._inplace(self @ other)
+
+    # -- writing into preallocated arrays ---------------------------------------------
+    def __setitem__(self, key: Any, item: Any) -> None:
+        _setitem(self, key, item)
+
+
+def _rebuild(value: Any, partials: Any, level: int, name: str) -> Dual:
+    return Dual(value, partials, Tag(level, name))
+
+
+def _strip(x: Any) -> Any:
+    while isinstance(x, Dual):
+        x = x.value
+    return x
+
+
+def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
+    """Whether the innermost traced object among ``args`` (and one list level) is a Dual."""
+    best: Any = None
+    for a in args:
+        if isinstance(a, Traced):
+            if best is None or a.level > best.level:
+                best = a
+        elif type(a) in (list, tuple):
+            for b in a:
+                if isinstance(b, Traced) and (best is None or b.level > best.level):
+                    best = b
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, Traced) and (best is None or a.level > best.level):
+                best = a
+    return type(best) is Dual
+
+
+_new = object.__new__
+
+
+def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
+    """A 0-d Dual with one direction kept as the scalar ``d`` (no partials array)."""
+    obj = _new(Dual)
+    obj.value = value
+    obj._p = None
+    obj._d = d
+    obj.tag = tag
+    obj.level = tag.level
+    return obj
+
+
+def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
+    """``ufunc(*inputs)`` with at least one Dual among ``inputs``: fast paths, else dispatch."""
+    if _STALE[0]:
+        _refresh_fast_paths()
+    if len(inputs) == 1:
+        x = inputs[0]
+        if x._d is not None:
+            sr = _SCALAR_UFUNC.get(ufunc)
+            if sr is not None:
+                v = x.value
+                y = ufunc(v)
+                d = sr[1](v, y)[0]
+                return Dual._scalar(y, 0.0 if d is None else d * x._d, x.tag)
+        impl = _FAST_UFUNC.get(ufunc)
+        if impl is not None:
+            return impl(inputs, _NO_KWARGS)
+    elif _dual_is_innermost(inputs):
+        if len(inputs) == 2:
+            r = _scalar_binary(ufunc, inputs[0], inputs[1])
+            if r is not None:
+                return r
+        impl = _FAST_UFUNC.get(ufunc)
+        if impl is not None:
+            return impl(inputs, _NO_KWARGS)
+    op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
+    return apply_operator(op, inputs, {})
+
+
+_NO_KWARGS: dict = {}
+
+
+def _scalar_binary(ufunc: Any, a: Any, b: Any) -> Dual | None:
+    """``ufunc(a, b)`` for scalars with one direction (or plain numbers), else ``None``."""
+    ta, tb = type(a), type(b)
+    if ta is Dual:
+        if a._d is None:
+            return None
+        tag = a.tag
+        if tb is Dual:
+            if b._d is None or b.tag is not tag:
+                return None
+        elif tb not in _PLAIN_SCALARS:
+            return None
+    elif ta in _PLAIN_SCALARS and tb is Dual and b._d is not None:
+        tag = b.tag
+    else:
+        return None
+    sr = _SCALAR_UFUNC.get(ufunc)
+    if sr is None:
+        return None
+    va = a.value if ta is Dual else a
+    vb = b.value if tb is Dual else b
+    y = ufunc(va, vb)
+    da, db = sr[1](va, vb, y)
+    d: Any = 0.0
+    if ta is Dual and da is not None:
+        d = da * a._d
+    if tb is Dual and db is not None:
+        d = d + db * b._d
+    return _new_scalar(y, d, tag)
+
+
+def _strip_tag(x: Any, tag: Tag | None) -> Any:
+    if isinstance(x, Dual) and x.tag is tag:
+        return x.value
+    if type(x) in (list, tuple):
+        return type(x)(_strip_tag(a, tag) for a in x)
+    return x
+
+
+def _on_values_if_constant(op: Operator, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+    """``(True, result)`` when ``op`` on the values gives a non-float result, else ``(False, None)``."""
+    f = getattr(op, "f", None)
+    if f is None:
+        return False, None
+    tag = innermost_tag(tuple(args) + tuple(kwargs.values()))
+    out = f(*[_strip_tag(a, tag) for a in args],
+            **{k: _strip_tag(v, tag) for k, v in kwargs.items()})
+    if is_differentiable_output(out):
+        return False, None
+    return True, out
+
+
+# -- helpers for rule writers ------------------------------------------------------------
+
+
+def innermost_tag(args: Sequence[Any]) -> Tag | None:
+    """The tag of the innermost (highest-level) Dual among ``args`` (and one list level)."""
+    tag: Tag | None = None
+    for a in args:
+        if type(a) is Dual or isinstance(a, Dual):
+            if tag is None or a.tag.level > tag.level:
+                tag = a.tag
+        elif type(a) in (list, tuple):
+            for b in a:
+                if isinstance(b, Dual) and (tag is None or b.tag.level > tag.level):
+                    tag = b.tag
+    return tag
+
+
+def value_at(x: Any, tag: Tag | None) -> Any:
+    """What ``x`` stands for as a value at ``tag``: a Dual of that tag gives its value, else ``x``."""
+    if isinstance(x, Dual) and x.tag is tag:
+        return x.value
+    return x
+
+
+def partials_at(x: Any, tag: Tag | None) -> Any:
+    """The partials of ``x`` at ``tag``, or ``None`` when ``x`` is a constant there."""
+    if isinstance(x, Dual) and x.tag is tag:
+        return x.partials
+    return None
+
+
+def _k_mismatch(k1: int, k2: int) -> ShapeError:
+    return ShapeError(
+        f"Duals of one differentiation carry different numbers of directions ({k1} and "
+        f"{k2}); build them with the same k."
+    )
+
+
+def tangent_parts(args: Sequence[Any]) -> tuple[Tag | None, list[tuple[Any, Any]]]:
+    """``(tag, [(value, partials or None), ...])`` for a rule's positional arguments.
+
+    ``tag`` is the innermost tag among the Duals in ``args``; a Dual of that tag gives
+    its value and partials, anything else (plain arrays, numbers, Duals of outer tags)
+    is a constant: ``(x, None)``. All partials of one tag must have the same ``k``.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualad.forward.dual import Dual, tangent_parts
+        >>> tag, parts = tangent_parts((Dual(1.0, [2.0]), 3.0))
+        >>> parts
+        [(np.float64(1.0), array([2.])), (3.0, None)]
+    """
+    tag = innermost_tag(args)
+    parts = []
+    k = None
+    for a in args:
+        if isinstance(a, Dual) and a.tag is tag:
+            p = a.partials
+            ka = shape_of(p)[-1]
+            if k is None:
+                k = ka
+            elif ka != k:
+                raise _k_mismatch(k, ka)
+            parts.append((a.value, p))
+        else:
+            if isinstance(a, Dual) and a.tag.level == tag.level:  # type: ignore[union-attr]
+                raise TagMismatchError(
+                    f"two different tags share level {a.tag.level} ({a.tag!r} and {tag!r}); "
+                    f"create tags with Tag() so each gets its own level."
+                )
+            parts.append((a, None))
+    return tag, parts
+
+
+def zero_partials(shape: tuple[int, ...], k: int) -> np.ndarray:
+    """Zero partials for a constant of ``shape`` with ``k`` directions."""
+    return np.zeros(tuple(shape) + (k,))
+
+
+def dual_result(value: Any, partials: Any, tag: Tag | None) -> Any:
+    """A rule's result: ``Dual(value, partials, tag)``, or ``value`` when ``tag`` is None."""
+    if tag is None:
+        return value
+    return Dual._make(_as_value(value) if not isinstance(value, (np.ndarray, Traced,
+                                                                   np.float64)) else value,
+                      partials, tag)
+
+
+# -- setitem ----------------------------------------------------------------------------
+
+
+def partials_key(key: Any) -> Any:
+    """``key`` for the partials (the trailing ``k`` axis stays whole)."""
+    if type(key) is tuple and any(p is Ellipsis for p in key):
+        return key + (slice(None),)
+    if key is Ellipsis:
+        return (Ellipsis, slice(None))
+    return key
+
+
+def _promote(arr: Any, like: Dual) -> Dual:
+    """``arr`` (a plain array) as a Dual of ``like``'s tag with zero partials."""
+    return Dual._make(arr, np.zeros(shape_of(arr) + (like.k,)), like.tag)
+
+
+def _assign(container: Any, key: Any, item: Any) -> Any:
+    """``container[key] = item``; a plain container becomes traced if ``item`` is.
+
+    Writing a Dual of an outer tag promotes the container to such a Dual; writing a graph
+    node of an outer reverse pass makes it a writable node (``np.zeros_like`` of the node).
+    """
+    if isinstance(item, Traced) and not isinstance(container, Traced):
+        if isinstance(item, Dual):
+            container = _promote(container, item)
+        else:
+            holder = np.zeros_like(item, shape=shape_of(container))
+            holder[...] = container
+            container = holder
+    container[key] = item
+    return container
+
+
+def _setitem(target: Dual, key: Any, item: Any) -> None:
+    tag = target.tag
+    if isinstance(item, Traced) and item.level > target.level:
+        raise TagMismatchError(
+            f"cannot write a value of an inner differentiation (level {item.level}) into a "
+            f"Dual of an outer one (level {target.level}); allocate the array inside the "
+            f"inner function (np.empty_like of one of its arguments)."
+        )
+    if isinstance(target.value, Traced) or isinstance(target.value, np.ndarray):
+        pass
+    else:  # a 0-d value held as a scalar
+        target.value = np.array(target.value)
+    if target._p is None:
+        target.partials = target.partials.copy()
+    elif isinstance(target._p, np.ndarray) and not target._p.flags.writeable:
+        target._p = target._p.copy()
+    if isinstance(target.value, np.ndarray) and not target.value.flags.writeable:
+        target.value = target.value.copy()
+    pkey = partials_key(key)
+    if isinstance(item, Dual) and item.tag is tag:
+        if item.k != target.k:
+            raise ShapeError(
+                f"setitem: the Dual written carries {item.k} directions but the array "
+                f"has {target.k}."
+            )
+        target.value = _assign(target.value, key, item.value)
+        target._p = _assign(target._p, pkey, item.partials)
+    else:
+        target.value = _assign(target.value, key, item)
+        target._p = _assign(target._p, pkey, 0.0)
+    if isinstance(target.value, np.ndarray) and target.value.ndim == 0:
+        target.value = target.value[()]
+
+
+def register_forward(op_type: type, arg_types: Sequence[type], method: Callable[..., Any],
+                     varargs: type | None = None) -> None:
+    """Add ``method`` to ``forward`` for ``(op_type, *arg_types)`` (no annotations needed).
+
+    Example:
+        >>> import numpy as np
+        >>> from dualad.forward.dual import Dual, register_forward
+        >>> from dualad.core.operators import Method
+        >>> def twice(x):
+        ...     return 2 * x
+        >>> register_forward(Method[twice], (Dual,), lambda op, x: Dual(2 * x.value,
+        ...                  2 * x.partials, x.tag))
+    """
+    if varargs is None:
+        signature = plum.Signature(op_type, *arg_types)
+    else:
+        signature = plum.Signature(op_type, *arg_types, varargs=varargs)
+    forward.register(method, signature, builtin=True)
+
+
+def dual_signatures(n: int) -> list[tuple[type, ...]]:
+    """Every way ``n`` positional arguments can hold at least one Dual (others ``object``)."""
+    out = []
+    for bits in range(1, 2**n):
+        out.append(tuple(Dual if bits >> i & 1 else object for i in range(n)))
+    return out
+
+
+def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
+    if reflected:
+        def method(self: Any, other: Any) -> Any:
+            return _call_ufunc(ufunc, (other, self))
+    else:
+        def method(self: Any, other: Any) -> Any:
+            return _call_ufunc(ufunc, (self, other))
+    return method
+
+
+for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
+    setattr(Dual, _name, _operator(_ufunc, _reflected))
+Dual.__neg__ = lambda self: _call_ufunc(np.negative, (self,))  # type: ignore[method-assign]
+del _name, _ufunc, _reflected

@@ -1,0 +1,206 @@
+"""Tangent rules of elementwise functions, made from the rules tables.
+
+Every :class:`~dualad.derivatives.registry.ElementwiseRule` (the tables under ``rules/`` and
+``ad.define_rule``) becomes ``forward`` methods for Dual arguments, through the
+registry's :func:`~dualad.derivatives.registry.on_rule_registered` hook. For
+``y = f(x1, ..., xn)`` the output partials are ``sum_i df/dxi * xi.partials``, with the
+derivatives from the rule's compiled expressions. Large plain float64 operands use the
+rule's fused Numba kernel (see :mod:`dualad.forward.kernels`); everything else (small arrays,
+one direction, nested Duals whose values are traced) uses numpy calls only, so higher
+derivatives work.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Dual(np.array([0.0, 1.0]), np.ones((2, 1)))
+    >>> np.tanh(x).partials.ravel().round(4)
+    array([1.  , 0.42])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.array_protocol import shape_of
+from ..core.errors import MissingRuleError
+from ..core.operators import Broadcasted
+from ..derivatives.registry import derivative_kind, on_rule_registered, operator_type
+from . import kernels as dual_kernels
+from .dual import (
+    Dual,
+    dual_signatures,
+    innermost_tag,
+    register_fast_ufunc,
+    register_forward,
+    register_scalar_ufunc,
+    tangent_parts,
+    value_at,
+)
+
+__all__ = ["elementwise_tangent", "register_rule_forward", "register_value_rule"]
+
+
+def _column(d: Any) -> Any:
+    """A derivative shaped to multiply partials (``S + (1,)``), scalars unchanged."""
+    if type(d) is float or type(d) is int or type(d) is np.float64:
+        return d
+    if isinstance(d, np.ndarray):
+        return d if d.ndim == 0 else d[..., None]
+    shape = shape_of(d)
+    if not shape:
+        return d
+    return np.reshape(d, shape + (1,))
+
+
+def _fresh(p: Any) -> Any:
+    """A copy of partials passed through unchanged (results never alias their inputs)."""
+    if type(p) is np.ndarray:
+        return p.copy()
+    return p * 1.0
+
+
+def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
+    """``impl(args, kwargs)``: the Dual result of ``rule.function(*args, **kwargs)``."""
+    f = rule.function
+    derivatives = rule.derivatives
+    kinds = tuple(derivative_kind(d) for d in rule.expressions)
+    need = "expr" in kinds
+    quiet = rule.may_warn
+    name = rule.name
+    kernels = dual_kernels.register(rule)
+
+    unary = len(kinds) == 1
+    kind0 = kinds[0]
+
+    def partials_of(parts: list, values: list, y: Any) -> Any:
+        ds: Any = derivatives(*values, y) if need else None
+        acc: Any = None
+        single = True
+        k = 0
+        for i, (_v, p) in enumerate(parts):
+            if p is None:
+                continue
+            k = shape_of(p)[-1]
+            kind = kinds[i]
+            if kind == "one":
+                term = p
+            elif kind == "minus_one":
+                term = -p
+                single = False
+            elif kind == "expr":
+                d = ds[i]
+                if d is None:
+                    continue
+                term = p * _column(d)
+                single = False
+            else:
+                continue
+            if acc is None:
+                acc = term
+            else:
+                acc = acc + term
+                single = False
+        target = shape_of(y) + (k,)
+        if acc is None:
+            return np.zeros(target)
+        if shape_of(acc) != target:
+            if type(acc) is np.ndarray:
+                return np.broadcast_to(acc, target).copy()
+            return acc + np.zeros(target)
+        return _fresh(acc) if single else acc
+
+    def impl(args: tuple, kwargs: dict) -> Any:
+        if unary and not kwargs:
+            x = args[0]
+            p = x._p if type(x) is Dual else None
+            if type(p) is np.ndarray:  # one Dual with plain partials: the common case
+                v = x.value
+                out = kernels.unary(v, p, x.tag)
+                if out is not None:
+                    return out
+                if quiet:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        y = f(v)
+                        if kind0 == "expr":
+                            return Dual._make(y, p * _column(derivatives(v, y)[0]), x.tag)
+                else:
+                    y = f(v)
+                    if kind0 == "expr":
+                        return Dual._make(y, p * _column(derivatives(v, y)[0]), x.tag)
+                return Dual._make(y, partials_of([(v, p)], [v], y), x.tag)
+        tag, parts = tangent_parts(args)
+        if tag is None:
+            return f(*args, **kwargs)
+        if kwargs:
+            if kwargs.get("where", True) is not True:
+                raise MissingRuleError(
+                    f"dualad: forward mode of {name}(..., where=...) is not supported; "
+                    f"compute both branches and select with np.where(cond, a, b)."
+                )
+        else:
+            out = kernels.try_fused(parts, tag)
+            if out is not None:
+                return out
+        values = [v for v, _ in parts]
+        if quiet:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = f(*values, **kwargs)
+                return Dual._make(y, partials_of(parts, values, y), tag)
+        y = f(*values, **kwargs)
+        return Dual._make(y, partials_of(parts, values, y), tag)
+
+    impl.__name__ = f"tangent_{name}"
+    impl.__doc__ = f"Tangent rule of {name}, from {rule!r}."
+    return impl
+
+
+def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
+    derivatives = rule.derivatives
+    if not rule.may_warn:
+        return derivatives
+
+    def quiet(*args: Any) -> tuple:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return derivatives(*args)
+
+    return quiet
+
+
+def register_rule_forward(rule: Any) -> None:
+    """Register the tangent rule of one ``ElementwiseRule`` (the generator's hook)."""
+    impl = elementwise_tangent(rule)
+
+    def method(op, *args, **kwargs):  # plum: no annotations here
+        return impl(args, kwargs)
+
+    method.__name__ = method.__qualname__ = f"forward_{rule.name}"
+    method.__doc__ = impl.__doc__
+    op_type = operator_type(rule.function)
+    for types in dual_signatures(len(rule.arg_names)):
+        register_forward(op_type, types, method)
+    if isinstance(rule.function, np.ufunc):
+        register_fast_ufunc(rule.function, impl)
+        register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+
+
+def register_value_rule(ufunc: Any) -> None:
+    """Forward mode of a ufunc whose result has no derivative (a comparison, a predicate):
+    it acts on the values of the innermost Duals."""
+
+    def impl(args: tuple, kwargs: dict) -> Any:
+        tag = innermost_tag(args)
+        return ufunc(*[value_at(a, tag) for a in args], **kwargs)
+
+    def method(op, *args, **kwargs):  # plum: no annotations here
+        return impl(args, kwargs)
+
+    impl.__name__ = f"values_of_{ufunc.__name__}"
+    method.__name__ = method.__qualname__ = f"forward_{ufunc.__name__}"
+    for types in dual_signatures(ufunc.nin):
+        register_forward(Broadcasted[ufunc], types, method)
+    register_fast_ufunc(ufunc, impl)
+
+
+on_rule_registered(register_rule_forward)

@@ -1,0 +1,416 @@
+"""Forward-mode transforms: jvp, derivative, and the chunked forward Jacobian.
+
+The differentiated arguments become :class:`~dualad.forward.dual.Dual` numbers of a fresh tag,
+seeded with ``k`` directions at once (a *chunk*); one evaluation of ``f`` then gives ``k``
+columns of the Jacobian. The chunk is chosen as ForwardDiff.jl does: all ``n`` inputs
+at once when ``n <= 12``, otherwise the fewest chunks of at most 12, evened out.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> ad.jacobian(lambda x: np.sin(x) * x[0], mode="forward")(np.array([1.0, 2.0]))
+    array([[ 1.38177329,  0.        ],
+           [ 0.90929743, -0.41614684]])
+    >>> float(ad.derivative(lambda x: x ** 3)(2.0))
+    12.0
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.arguments import as_differentiable, check_output, to_user
+from ..core.array_protocol import lift_object_array, shape_of
+from ..core.errors import ShapeError
+from ..core.tracing import Traced
+from ..core.trees import tree_flatten, tree_unflatten
+from .dual import Dual, Tag, _new_scalar
+
+__all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "MAX_CHUNK"]
+
+_ONE = np.float64(1.0)
+
+#: The largest chunk chosen automatically (ForwardDiff.jl's default threshold).
+MAX_CHUNK = 12
+
+
+def choose_chunk(n: int, chunk: int | None = None) -> int:
+    """Directions per pass for ``n`` inputs: ``chunk`` if given, else ForwardDiff's choice.
+
+    Example:
+        >>> choose_chunk(10), choose_chunk(13), choose_chunk(100), choose_chunk(100, 7)
+        (10, 7, 12, 7)
+    """
+    if n <= 0:
+        return 1
+    if chunk is not None:
+        return max(1, min(int(chunk), n))
+    if n <= MAX_CHUNK:
+        return n
+    passes = -(-n // MAX_CHUNK)
+    return -(-n // passes)
+
+
+def _prepare(leaf: Any, what: str) -> Any:
+    """A differentiated leaf as the value of a Dual: float64, 0-d as ``np.float64``."""
+    x = as_differentiable(leaf, what)
+    if isinstance(x, np.ndarray):
+        if x.ndim == 0:
+            return np.float64(x)
+        return x.copy()
+    return x
+
+
+def _seed_value(value: Any, seed: np.ndarray, tag: Tag) -> Dual:
+    if type(value) is np.float64 and seed.shape == (1,):
+        return Dual._scalar(value, np.float64(seed[0]), tag)
+    return Dual._make(value, seed, tag)
+
+
+def _out_parts(o: Any, tag: Tag) -> tuple[Any, Any]:
+    """``(value, partials or None)`` of an output leaf at ``tag``."""
+    if isinstance(o, Dual) and o.tag is tag:
+        return o.value, o.partials
+    return o, None
+
+
+def _result_leaf(x: Any) -> Any:
+    if isinstance(x, (Traced, np.ndarray)):
+        return x
+    return to_user(x)
+
+
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """``(f(*primals), J @ tangents)`` in one forward pass.
+
+    ``primals`` and ``tangents`` are tuples (or lists) of the same tree structure; each
+    tangent is shaped like its primal.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.jvp(lambda x, y: x * y, (2.0, 3.0), (1.0, 0.0))
+        (array(6.), array(3.))
+    """
+    fname = f"jvp({getattr(f, '__name__', 'f')})"
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(
+            f"{fname}: primals and tangents must be tuples, e.g. jvp(f, (x,), (v,)); got "
+            f"{type(primals).__name__} and {type(tangents).__name__}."
+        )
+    if len(primals) != len(tangents):
+        raise ValueError(
+            f"{fname}: {len(primals)} primal(s) but {len(tangents)} tangent(s); pass one "
+            f"tangent per primal."
+        )
+    tag = Tag()
+    args = []
+    for i, (p, t) in enumerate(zip(primals, tangents)):
+        p_leaves, p_spec = tree_flatten(p)
+        t_leaves, _ = tree_flatten(t)
+        if len(p_leaves) != len(t_leaves):
+            raise ValueError(
+                f"{fname}: primal {i} has {len(p_leaves)} leaves but its tangent has "
+                f"{len(t_leaves)}; give tangents the primals' structure."
+            )
+        duals = []
+        for pv, tv in zip(p_leaves, t_leaves):
+            value = _prepare(pv, f"primal {i} of {fname}")
+            tv = tv if isinstance(tv, Traced) else np.asarray(tv, dtype=np.float64)
+            if shape_of(tv) != shape_of(value):
+                raise ShapeError(
+                    f"{fname}: a tangent of primal {i} has shape {shape_of(tv)} but the "
+                    f"primal has shape {shape_of(value)}; tangents are shaped like primals."
+                )
+            if type(value) is np.float64 and isinstance(tv, np.ndarray):
+                duals.append(Dual._scalar(value, np.float64(tv), tag))
+            else:
+                duals.append(Dual._make(value, np.reshape(tv, shape_of(tv) + (1,)), tag))
+        args.append(tree_unflatten(p_spec, duals))
+    out = f(*args)
+    check_output(out, fname)
+    leaves, spec = tree_flatten(out)
+    values, tans = [], []
+    for o in leaves:
+        o = lift_object_array(o)
+        v, p = _out_parts(o, tag)
+        values.append(_result_leaf(v))
+        if p is None:
+            tans.append(np.zeros(shape_of(v)))
+        elif isinstance(o, Dual) and o._p is None:
+            tans.append(to_user(o._d))
+        else:
+            tans.append(_result_leaf(p[..., 0]))
+    return tree_unflatten(spec, values), tree_unflatten(spec, tans)
+
+
+def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``df/dx`` for a scalar input ``x`` (the first argument), shaped like the output.
+
+    Further arguments pass through undifferentiated.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.derivative(lambda x: np.array([x, x ** 2]))(3.0)
+        array([1., 6.])
+    """
+    fname = f"derivative({getattr(f, '__name__', 'f')})"
+
+    @functools.wraps(f)
+    def wrapped(x: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(x) is float or type(x) is np.float64:
+            value = np.float64(x)
+        else:
+            value = _prepare(x, f"the argument of {fname}")
+            if shape_of(value) != ():
+                raise ValueError(
+                    f"{fname}: the input has shape {shape_of(value)}; derivative needs a "
+                    f"scalar. Use ad.jacobian(f) for array inputs or ad.jvp for a "
+                    f"directional derivative."
+                )
+        tag = Tag()
+        if type(value) is np.float64:
+            dx = _new_scalar(value, _ONE, tag)
+        else:
+            dx = Dual._make(value, np.ones(1), tag)
+        out = f(dx, *args, **kwargs)
+        if type(out) is Dual and out.tag is tag:
+            if out._p is None:
+                return np.array(out._d, dtype=np.float64)
+            return _result_leaf(out.partials[..., 0])
+        check_output(out, fname)
+        if type(out) is np.ndarray and out.dtype == object:
+            out = lift_object_array(out)
+        if type(out) is Dual and out.tag is tag:
+            if out._p is None:
+                return np.array(out._d, dtype=np.float64)
+            return _result_leaf(out.partials[..., 0])
+        leaves, spec = tree_flatten(out)
+        result = []
+        for o in leaves:
+            v, p = _out_parts(lift_object_array(o), tag)
+            if p is None:
+                result.append(np.zeros(shape_of(v)))
+            elif isinstance(o, Dual) and o._p is None:
+                result.append(to_user(o._d))
+            else:
+                result.append(_result_leaf(p[..., 0]))
+        return tree_unflatten(spec, result)
+
+    return wrapped
+
+
+_LEAF_TYPES = frozenset((np.ndarray, np.float64, float, int))
+
+
+def _flatten(tree: Any) -> tuple[list[Any], Any]:
+    """``tree_flatten``, with a shortcut for a single array or number."""
+    if type(tree) in _LEAF_TYPES or isinstance(tree, Traced):
+        return [tree], None
+    return tree_flatten(tree)
+
+
+def _unflatten(spec: Any, leaves: list[Any]) -> Any:
+    return leaves[0] if spec is None else tree_unflatten(spec, leaves)
+
+
+class _Seeds:
+    """The differentiated leaves of all argnums, numbered as one input vector."""
+
+    __slots__ = ("args", "nums", "specs", "leaves", "offsets", "sizes", "n")
+
+    def __init__(self, args: tuple, nums: tuple[int, ...], fname: str) -> None:
+        self.args = list(args)
+        self.nums = nums
+        self.specs: list[Any] = []
+        self.leaves: list[list[Any]] = []
+        self.offsets: list[list[int]] = []
+        self.sizes: list[list[int]] = []
+        n = 0
+        for i in nums:
+            leaves, spec = _flatten(args[i])
+            values = [_prepare(leaf, f"argument {i} of {fname}") for leaf in leaves]
+            self.specs.append(spec)
+            self.leaves.append(values)
+            offs, sizes = [], []
+            for v in values:
+                size = math.prod(shape_of(v))
+                offs.append(n)
+                sizes.append(size)
+                n += size
+            self.offsets.append(offs)
+            self.sizes.append(sizes)
+        self.n = n
+
+    def arguments(self, start: int, width: int, tag: Tag) -> list[Any]:
+        """The call's arguments with leaves seeded for directions ``start .. start+width``."""
+        args = list(self.args)
+        for a, i in enumerate(self.nums):
+            duals = []
+            for v, off, size in zip(self.leaves[a], self.offsets[a], self.sizes[a]):
+                seed = np.eye(size, width, k=off - start)
+                if type(v) is np.ndarray and v.ndim != 1:
+                    seed = seed.reshape(v.shape + (width,))
+                elif type(v) is not np.ndarray:
+                    seed = seed.reshape(shape_of(v) + (width,))
+                duals.append(_seed_value(v, seed, tag))
+            args[i] = _unflatten(self.specs[a], duals)
+        return args
+
+
+def jacobian_forward(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict,
+                     chunk: int | None, fname: str) -> list[Any]:
+    """Forward-mode Jacobians of ``f`` w.r.t. ``args[i]`` for ``i in nums``.
+
+    Returns one tree per argnum (the argument's structure); each leaf has shape
+    ``out.shape + leaf.shape``. An output tree gives, per argnum, the output's structure
+    with such a tree at each output leaf.
+    """
+    if len(nums) == 1:
+        x = args[nums[0]]
+        if type(x) is np.ndarray and x.dtype == np.float64 and x.ndim:
+            return [_jacobian_array(f, nums[0], x, args, kwargs, chunk, fname)]
+    return _jacobian_general(f, nums, args, kwargs, chunk, fname)
+
+
+def _jacobian_general(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict,
+                      chunk: int | None, fname: str) -> list[Any]:
+    seeds = _Seeds(args, nums, fname)
+    n = seeds.n
+    width = choose_chunk(n, chunk)
+    blocks: list[list[Any]] = []  # per pass: per output leaf, partials O + (w,)
+    widths: list[int] = []
+    out_values: list[Any] = []
+    out_spec: Any = None
+    start = 0
+    passes = -(-n // width) if n else 1
+    for _ in range(passes):
+        w = min(width, n - start)
+        tag = Tag()
+        out = f(*seeds.arguments(start, w, tag), **kwargs)
+        check_output(out, fname)
+        leaves, out_spec = _flatten(out)
+        parts = [_out_parts(lift_object_array(o), tag) for o in leaves]
+        if not out_values:
+            out_values = [v for v, _ in parts]
+        blocks.append([p for _, p in parts])
+        widths.append(w)
+        start += w
+    results = []
+    for a in range(len(nums)):
+        per_out = []
+        for j, v in enumerate(out_values):
+            oshape = shape_of(v)
+            full = _assemble([b[j] for b in blocks], widths, oshape, n)
+            leaves = []
+            for leaf, off, size in zip(seeds.leaves[a], seeds.offsets[a], seeds.sizes[a]):
+                block = full if size == n else full[..., off:off + size]
+                leaves.append(_result_leaf(np.reshape(block, oshape + shape_of(leaf))))
+            per_out.append(_unflatten(seeds.specs[a], leaves))
+        results.append(_unflatten(out_spec, per_out))
+    return results
+
+
+_EYES: dict[int, np.ndarray] = {}
+
+
+def _seed_block(n: int, start: int, width: int) -> np.ndarray:
+    """Fresh ``(n, width)`` seeds: ones at ``(start + j, j)``."""
+    if start == 0 and width == n:
+        eye = _EYES.get(n)
+        if eye is None:
+            eye = np.eye(n)
+            if n > 64:
+                return eye
+            _EYES[n] = eye
+        return eye.copy()  # never the cached one: user code may write into its inputs
+    seed = np.zeros((n, width))
+    seed.reshape(-1)[start * width::width + 1][:width] = 1.0
+    return seed
+
+
+def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, kwargs: dict,
+                    chunk: int | None, fname: str) -> Any:
+    """The forward Jacobian w.r.t. one float64 array argument (the common case).
+
+    Each pass's partials are written straight into the result (no list of blocks: holding
+    them all would touch twice the memory).
+    """
+    n = x.size
+    shape = x.shape
+    if n == 0:  # no directions: the Jacobian is empty, shaped by the output
+        out = lift_object_array(f(*args, **kwargs))
+        check_output(out, fname)
+        if isinstance(out, (tuple, list, dict)):
+            return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
+        return np.zeros(shape_of(out) + shape)
+    width = choose_chunk(n, chunk)
+    call = list(args)
+    jac: Any = None  # out_shape + (n,), once the first pass gave plain partials
+    blocks: list[Any] = []  # otherwise (partials traced by an outer differentiation)
+    widths: list[int] = []
+    out_shape: tuple[int, ...] = ()
+    for start in range(0, n, width):
+        w = min(width, n - start)
+        tag = Tag()
+        seed = _seed_block(n, start, w)
+        call[i] = Dual._make(x.copy(), seed if len(shape) == 1 else seed.reshape(shape + (w,)),
+                             tag)
+        out = f(*call, **kwargs)
+        if type(out) is np.ndarray and out.dtype == object:
+            out = lift_object_array(out)
+        if type(out) is Dual and out.tag is tag:
+            out_shape = shape_of(out.value)
+            p = out.partials
+        elif isinstance(out, (tuple, list, dict)):  # an output tree: the general path
+            return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
+        else:
+            check_output(out, fname)
+            out_shape = shape_of(out)
+            p = None
+        if w == n:
+            if p is None:
+                return np.zeros(out_shape + shape)
+            if type(p) is np.ndarray:
+                return p if len(shape) == 1 else p.reshape(out_shape + shape)
+            return _result_leaf(np.reshape(p, out_shape + shape))
+        if start == 0 and type(p) is np.ndarray:
+            jac = np.empty(out_shape + (n,))
+        if jac is not None and (p is None or type(p) is np.ndarray):
+            jac[..., start:start + w] = 0.0 if p is None else p
+        else:
+            if jac is not None:  # traced partials after plain ones: keep what was written
+                blocks.append(jac[..., :start])
+                widths.append(start)
+                jac = None
+            blocks.append(p)
+            widths.append(w)
+    if jac is not None:
+        return jac if len(shape) == 1 else jac.reshape(out_shape + shape)
+    return _result_leaf(np.reshape(_assemble(blocks, widths, out_shape, n), out_shape + shape))
+
+
+def _assemble(blocks: list[Any], widths: list[int], oshape: tuple[int, ...], n: int) -> Any:
+    """The ``oshape + (n,)`` Jacobian from per-pass partials (``None``: a zero block)."""
+    if len(blocks) == 1 and blocks[0] is not None:
+        return blocks[0]
+    if all(type(b) is np.ndarray for b in blocks):
+        full = np.empty(oshape + (n,))
+        start = 0
+        for b, w in zip(blocks, widths):
+            full[..., start:start + w] = b
+            start += w
+        return full
+    if all(b is None or isinstance(b, np.ndarray) for b in blocks):
+        full = np.zeros(oshape + (n,))
+        start = 0
+        for b, w in zip(blocks, widths):
+            if b is not None:
+                full[..., start:start + w] = b
+            start += w
+        return full
+    parts = [np.zeros(oshape + (w,)) if b is None else b for b, w in zip(blocks, widths)]
+    return np.concatenate(parts, axis=-1)

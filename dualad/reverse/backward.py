@@ -1,0 +1,271 @@
+"""The reverse pass: iterative topological order, one ``gradient`` call per recorded node.
+
+Nothing here recurses, so graphs of any depth work. Each node's gradient is complete
+before it is propagated (reverse topological order), inputs that need no gradient are
+skipped, and what each rule returns is checked (count and shapes).
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Variable(np.array([1.0, 2.0, 3.0]))
+    >>> y = x * 2.0
+    >>> y.backward(np.ones(3))
+    >>> x.grad
+    array([2., 2., 2.])
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ..core.array_protocol import shape_of
+from ..core.dispatch import backward, forward, gradient
+from ..core.errors import RuleError, ShapeError
+from ..core.operators import Method
+from .graph import (
+    _OUTPUT_ITEM,
+    AbstractNode,
+    CachedNode,
+    LeafNode,
+    Variable,
+    _output_item,
+    primal_at,
+)
+
+__all__ = ["topological_order", "reverse_pass", "default_seed"]
+
+
+def _parents(node: AbstractNode, level: int) -> list[AbstractNode]:
+    if not isinstance(node, CachedNode):
+        return []
+    found = []
+    for a in node.args:
+        if isinstance(a, AbstractNode):
+            if a.level == level:
+                found.append(a)
+        elif type(a) in (list, tuple):
+            found.extend(b for b in a if isinstance(b, AbstractNode) and b.level == level)
+    for a in node.kwargs.values():
+        if isinstance(a, AbstractNode) and a.level == level:
+            found.append(a)
+    return found
+
+
+def topological_order(roots: Iterable[AbstractNode]) -> list[AbstractNode]:
+    """Nodes reachable from ``roots`` (same level), inputs before the calls that use them."""
+    order: list[AbstractNode] = []
+    visited: set[int] = set()
+    for root in roots:
+        if id(root) in visited:
+            continue
+        level = root.level
+        visited.add(id(root))
+        stack: list[tuple[AbstractNode, Iterable[AbstractNode]]] = [
+            (root, iter(_parents(root, level)))
+        ]
+        while stack:
+            node, parents = stack[-1]
+            for p in parents:
+                if id(p) not in visited:
+                    visited.add(id(p))
+                    stack.append((p, iter(_parents(p, level))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def default_seed(output: Any) -> Any:
+    """The seed of a reverse pass started without one: 1 for a scalar output."""
+    shape = shape_of(output)
+    if shape != ():
+        raise ShapeError(
+            f"backward() needs a seed for a non-scalar output of shape {shape}: pass "
+            f"node.backward(seed) with seed.shape == {shape} (e.g. np.ones({shape})), "
+            f"or reduce the output to a scalar first."
+        )
+    return np.float64(1.0)
+
+
+def _check_seed(output: Any, seed: Any) -> Any:
+    out_shape, seed_shape = shape_of(output), shape_of(seed)
+    if out_shape != seed_shape:
+        raise ShapeError(
+            f"the seed has shape {seed_shape} but the output it seeds has shape {out_shape}; "
+            f"pass a seed shaped like the output."
+        )
+    return seed
+
+
+def _accumulate(old: Any, new: Any) -> Any:
+    if old is None:
+        return new
+    if new is None:
+        return old
+    if isinstance(old, tuple):
+        return tuple(_accumulate(a, b) for a, b in zip(old, new))
+    return old + new
+
+
+def _with_zeros(grad: Any, output: Any) -> Any:
+    """Fill missing entries of a multi-output gradient with zeros shaped like the outputs."""
+    if isinstance(output, (tuple, list)):
+        if grad is None:
+            grad = (None,) * len(output)
+        items = [np.zeros_like(o) if g is None else g for g, o in zip(grad, output)]
+        return type(output)(items) if type(output) in (tuple, list) else tuple(items)
+    return grad
+
+
+def _check_rule_result(node: CachedNode, result: Any, values: Any):
+    op = node.op
+    if not isinstance(result, tuple):
+        raise RuleError(
+            f"the gradient rule for {op!r} returned {type(result).__name__}; it must return "
+            f"a tuple with one gradient per positional argument ({len(values)}), "
+            f"e.g. return (grad * dx,)."
+        )
+    if len(result) != len(values):
+        raise RuleError(
+            f"the gradient rule for {op!r} returned {len(result)} gradient(s) for "
+            f"{len(values)} positional argument(s); return one per argument "
+            f"(None for an argument that is not differentiable)."
+        )
+    return result
+
+
+def _check_shape(op: Any, index: int, g: Any, arg_value: Any) -> None:
+    gs, vs = shape_of(g), shape_of(arg_value)
+    if gs != vs:
+        raise ShapeError(
+            f"the gradient rule for {op!r} returned a gradient of shape {gs} for argument "
+            f"{index}, whose shape is {vs}; the rule must return gradients shaped like its "
+            f"arguments (sum over broadcast axes with ad.unbroadcast)."
+        )
+
+
+_NEEDS = threading.local()
+
+
+def gradients_needed() -> list[bool] | None:
+    """Inside a gradient rule run by the reverse pass: which positional arguments need a
+    gradient (the others are constants, and the rule may return None for them without
+    computing anything); None when the rule is called some other way.
+
+    Read it first thing in the rule (a rule that runs a reverse pass of its own resets it).
+    """
+    return getattr(_NEEDS, "value", None)
+
+
+def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
+                 leaves: dict[int, AbstractNode] | None = None) -> dict[int, Any]:
+    """Propagate ``{id(node): (node, seed)}`` back; returns ``{id(leaf): gradient}``.
+
+    All seeded nodes must share one level. Leaves are Variables of that level; when
+    ``leaves`` is given, the leaves reached are added to it as ``{id(leaf): leaf}``.
+    """
+    roots = [n for n, _ in seeds.values()]
+    order = topological_order(roots)
+    grads: dict[int, Any] = {}
+    for key, (_node, seed) in seeds.items():
+        grads[key] = _accumulate(grads.get(key), seed)
+    leaf_grads: dict[int, Any] = {}
+    pop = grads.pop
+    for node in reversed(order):
+        g = pop(id(node), None)
+        if g is None:
+            continue
+        if type(node) is not CachedNode and not isinstance(node, CachedNode):
+            if isinstance(node, LeafNode):
+                leaf_grads[id(node)] = g
+                if leaves is not None:
+                    leaves[id(node)] = node
+            continue
+        level = node.level
+        args = node.args
+        values = []
+        needs = []
+        needed = False
+        for a in args:
+            if isinstance(a, AbstractNode) and a.level == level:
+                values.append(a._primal())
+                needs.append(True)
+                needed = True
+            elif type(a) in (list, tuple):
+                values.append(primal_at(a, level))
+                some = any(isinstance(b, AbstractNode) and b.level == level for b in a)
+                needs.append(some)
+                needed = needed or some
+            else:
+                values.append(a)
+                needs.append(False)
+        if not needed and not any(isinstance(v, AbstractNode) and v.level == level
+                                  for v in node.kwargs.values()):
+            continue
+        op = node.op
+        output = node.output
+        if type(output) in (tuple, list) or isinstance(output, tuple):
+            g = _with_zeros(g, output)
+        _NEEDS.value = needs
+        try:
+            if node.kwargs:
+                kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}
+                result = gradient(op, g, output, *values, **kw)
+            else:
+                result = gradient(op, g, output, *values)
+        finally:
+            _NEEDS.value = None
+        if type(result) is not tuple or len(result) != len(values):
+            _check_rule_result(node, result, values)
+        for i, r in enumerate(result):
+            if r is None:
+                continue
+            arg = args[i]
+            if isinstance(arg, AbstractNode):
+                if arg.level == level:
+                    # two numpy scalars always agree; anything else is checked
+                    if op is not _OUTPUT_ITEM and not (type(r) is np.float64
+                                                       and type(values[i]) is np.float64):
+                        _check_shape(op, i, r, values[i])
+                    key = id(arg)
+                    prev = grads.get(key)
+                    grads[key] = r if prev is None else _accumulate(prev, r)
+            elif type(arg) in (list, tuple):
+                for j, (a, rj) in enumerate(zip(arg, r)):
+                    if isinstance(a, AbstractNode) and a.level == level and rj is not None:
+                        _check_shape(op, i, rj, values[i][j])
+                        grads[id(a)] = _accumulate(grads.get(id(a)), rj)
+    return leaf_grads
+
+
+@backward.dispatch
+def backward(node: AbstractNode, seed: Any = None):  # noqa: F811
+    """Reverse pass from ``node``; every reached ``Variable.grad`` accumulates."""
+    seed = default_seed(node._primal()) if seed is None else _check_seed(node._primal(), seed)
+    leaves: dict[int, AbstractNode] = {}
+    for key, g in reverse_pass({id(node): (node, seed)}, leaves).items():
+        leaf = leaves[key]
+        if isinstance(leaf, Variable):
+            leaf.grad = _accumulate(leaf.grad, g)
+
+
+@gradient.dispatch
+def gradient(op: Method[_output_item], grad: Any, output: Any, outputs: Any,  # noqa: F811
+             index: Any):
+    """The gradient of picking item ``index`` of a multi-output call."""
+    return (tuple(grad if j == index else None for j in range(len(outputs))), None)
+
+
+@forward.dispatch
+def forward(node: CachedNode):  # noqa: F811
+    """Re-evaluate ``node``'s graph from its leaves' current values; returns the new output."""
+    for n in topological_order([node]):
+        if isinstance(n, CachedNode):
+            values = tuple([primal_at(a, n.level) for a in n.args])
+            kw = {k: primal_at(v, n.level) for k, v in n.kwargs.items()}
+            n.output = forward(n.op, *values, **kw)
+    return node.output

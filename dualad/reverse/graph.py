@@ -1,0 +1,411 @@
+"""Graph objects of reverse mode: AbstractNode, LeafNode, Variable, Node, CachedNode.
+
+``Variable`` is a leaf holding a value and accumulating ``.grad``; every numpy call on
+nodes returns a ``CachedNode``: the recorded call (a ``Node``: operator, arguments,
+keyword arguments) plus its cached ``output``. Nodes hold their inputs, never the reverse,
+so a graph lives exactly as long as the caller keeps its output.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> x = ad.Variable(np.array([1.0, 2.0]))
+    >>> y = np.sum(x * x)
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4.])
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.arguments import as_differentiable, is_differentiable_output, value
+from ..core.array_protocol import NumpyOverloads, value_observer
+from ..core.dispatch import backward, forward, gradient, missing_rule_message
+from ..core.errors import MissingRuleError
+from ..core.operators import Method, Operator
+from ..core.tracing import Traced, innermost, recording_paused
+
+__all__ = [
+    "AbstractNode",
+    "LeafNode",
+    "Variable",
+    "Node",
+    "CachedNode",
+    "MutableNode",
+    "not_writable_message",
+    "primal_at",
+    "register",
+    "register_function_hook",
+    "register_keyword_aliases",
+    "register_write_rule",
+]
+
+
+class AbstractNode(Traced, NumpyOverloads):
+    """Base of everything that lives in a reverse-mode graph."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        values = tuple([
+            a._primal() if isinstance(a, AbstractNode) and a.level == level
+            else (primal_at(a, level) if type(a) in (list, tuple) else a)
+            for a in args
+        ])
+        if kwargs:
+            kw = {k: primal_at(v, level) for k, v in kwargs.items()}
+            out = forward(op, *values, **kw)
+        else:
+            out = forward(op, *values)
+        if not is_differentiable_output(out) or recording_paused():
+            observer = value_observer.get()
+            if observer is not None and not recording_paused():
+                return observer.on_result(op, args, kwargs, out, level)
+            return out
+        if type(op) not in _HAS_GRADIENT:
+            _require_gradient_rule(op, out, values)
+        if _MUTABLE_MADE:
+            args, kwargs = _current_states(args, kwargs)
+        node = CachedNode.recorded(op, args, kwargs, out, level)
+        if isinstance(out, (tuple, list)):
+            items = [
+                CachedNode.recorded(_OUTPUT_ITEM, (node, i), {}, o, level)
+                if is_differentiable_output(o) else o
+                for i, o in enumerate(out)
+            ]
+            return out._make(items) if hasattr(out, "_fields") else type(out)(items)
+        return node
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        if kwargs and any(isinstance(v, AbstractNode) for v in kwargs.values()):
+            args, kwargs = _traced_keywords_positional(func, args, kwargs)
+        hook = _FUNCTION_HOOKS.get(func)
+        if hook is not None:
+            handler, in_place = hook
+            result = handler(func, args, kwargs)
+            if result is not None or in_place:
+                return result
+        return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
+
+    def copy(self, order: str = "K") -> Any:
+        """A writable copy (``np.copy``)."""
+        return np.copy(self)
+
+    def astype(self, dtype: Any, copy: bool = True, **kwargs: Any) -> Any:
+        """Float dtypes keep the derivative (a copy); other dtypes give the plain value."""
+        if np.dtype(dtype).kind == "f":
+            return np.copy(self) if copy else self
+        return np.asarray(value(self)).astype(dtype, **kwargs)
+
+    def backward(self, seed: Any = None) -> None:
+        """Reverse pass from this node; every reached ``Variable.grad`` accumulates.
+
+        ``seed`` defaults to 1 for a scalar output and is required otherwise.
+        """
+        backward(self, seed)
+
+
+class LeafNode(AbstractNode):
+    """Base of leaves: nodes with no inputs."""
+
+    __slots__ = ()
+
+
+class Variable(LeafNode):
+    """A leaf holding ``value``; ``grad`` is ``None`` until a backward pass reaches it.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> x = ad.Variable(3.0)
+        >>> (x * x).backward(); (x * x).backward()
+        >>> float(x.grad)  # accumulates across passes
+        12.0
+    """
+
+    __slots__ = ("value", "grad", "level", "__weakref__")
+
+    def __init__(self, value: Any, level: int = 0) -> None:
+        self.value = as_differentiable(value, "Variable value")
+        self.grad: Any = None
+        self.level = level
+
+    def _primal(self) -> Any:
+        return self.value
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient (``grad`` becomes ``None``)."""
+        self.grad = None
+
+    def __repr__(self) -> str:
+        return f"Variable({self.value!r})"
+
+
+class Node:
+    """A recorded call: ``op`` (an :class:`~dualad.Operator`), ``args`` and ``kwargs``."""
+
+    __slots__ = ("op", "args", "kwargs")
+
+    def __init__(self, op: Operator, args: tuple, kwargs: dict | None = None) -> None:
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs or {}
+
+    def __repr__(self) -> str:
+        return f"Node({self.op!r}, {len(self.args)} args)"
+
+
+class CachedNode(AbstractNode):
+    """A :class:`Node` plus its cached ``output``.
+
+    The call's parts are stored flat (``op``, ``args``, ``kwargs``) to keep a recorded
+    operation small; ``.node`` gives them as a :class:`Node`.
+    """
+
+    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output")
+
+    def __init__(self, node: Node, output: Any, level: int = 0) -> None:
+        self.op = node.op
+        self.args = node.args
+        self.kwargs = node.kwargs
+        self.output = output
+        self.level = level
+
+    @classmethod
+    def recorded(cls, op: Operator, args: tuple, kwargs: dict, output: Any,
+                 level: int) -> CachedNode:
+        """Build a node from a call's parts without an intermediate :class:`Node`."""
+        self = cls.__new__(cls)
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs
+        self.output = output
+        self.level = level
+        return self
+
+    @property
+    def node(self) -> Node:
+        return Node(self.op, self.args, self.kwargs)
+
+    def _primal(self) -> Any:
+        return self.output
+
+    def __repr__(self) -> str:
+        return f"CachedNode({self.op!r}, output={self.output!r})"
+
+
+class MutableNode(CachedNode):
+    """A graph node that numpy code may write into: ``y[key] = value``.
+
+    Made by ``np.empty_like`` / ``zeros_like`` / ``ones_like`` / ``full_like`` / ``np.copy``
+    of a node (see :mod:`dualad.numpy_rules.writes`). ``_state`` is the recorded node of
+    its current contents; a write records ``assign(_state, key, value)`` and rebinds this
+    node (and ``_state``) to it. Calls that use this node record ``_state`` instead, so they
+    keep the contents they saw when later writes happen.
+    """
+
+    __slots__ = ("_state",)
+
+    @classmethod
+    def from_state(cls, state: CachedNode) -> MutableNode:
+        """A writable node whose current contents are ``state``."""
+        global _MUTABLE_MADE
+        _MUTABLE_MADE = True
+        self = cls.recorded(state.op, state.args, state.kwargs, state.output, state.level)
+        self._state = state
+        return self
+
+    def _rebind(self, state: CachedNode) -> None:
+        self.op, self.args, self.kwargs = state.op, state.args, state.kwargs
+        self.output, self.level = state.output, state.level
+        self._state = state
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        if not _WRITE_RULE:
+            raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
+        _WRITE_RULE[0](self, key, item)
+
+
+_MUTABLE_MADE = False
+
+
+def _current_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with each MutableNode (also in lists) replaced by its state."""
+    found = False
+    for a in args:
+        t = type(a)
+        if t is MutableNode or ((t is list or t is tuple)
+                                and any(type(b) is MutableNode for b in a)):
+            found = True
+            break
+    if not found and not any(type(v) is MutableNode for v in kwargs.values()):
+        return args, kwargs
+
+    def state(a: Any) -> Any:
+        t = type(a)
+        if t is MutableNode:
+            return a._state
+        if t is list or t is tuple:
+            return t(b._state if type(b) is MutableNode else b for b in a)
+        return a
+
+    return tuple(state(a) for a in args), {k: state(v) for k, v in kwargs.items()}
+
+
+# numpy function -> (handler(func, args, kwargs), in_place), run for calls on graph nodes
+# before recording; a handler returns None to fall back to recording the call (an in-place
+# function's handler always returns None). The rule files register them.
+_FUNCTION_HOOKS: dict[Any, tuple[Any, bool]] = {}
+# How ``writable[key] = value`` is recorded (set by the rule file of writes).
+_WRITE_RULE: list[Any] = []
+
+
+def register_function_hook(func: Any, handler: Any, *, in_place: bool = False) -> None:
+    """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes.
+
+    ``in_place``: ``func`` writes into an argument and returns None (``np.copyto``).
+    """
+    _FUNCTION_HOOKS[func] = (handler, in_place)
+
+
+def register_write_rule(write: Any) -> None:
+    """Record ``node[key] = value`` on a :class:`MutableNode` with ``write(node, key, value)``."""
+    _WRITE_RULE[:] = [write]
+
+
+def not_writable_message(node: Any, what: str = "x[key] = value") -> str:
+    """The error for a write into a node that is not writable."""
+    kind = "a differentiated argument" if not isinstance(node, CachedNode) else \
+        "a computed graph node"
+    return (
+        f"dualad: {what} writes in place into {kind} (shape {node.shape}), which "
+        f"reverse mode cannot record. Allocate the array to fill from a traced value instead: "
+        f"y = np.empty_like(x) (or np.zeros_like(x), np.copy(x)) and write into y; or build "
+        f"a new array (np.where(mask, new, x), np.concatenate([...]))."
+    )
+
+
+# Keyword-only parameters that stand for positional ones (np.clip's min= is a_min), and a
+# completion of the positional arguments numpy needs; registered by the rule files.
+_KEYWORD_ALIASES: dict[Any, dict[str, str]] = {}
+_COMPLETIONS: dict[Any, Any] = {}
+_SIGNATURES: dict[Any, Any] = {}
+
+
+def register_keyword_aliases(func: Any, aliases: dict[str, str],
+                             complete: Any = None) -> None:
+    """Traced keywords of ``func``: ``aliases`` maps keyword names to parameter names;
+    ``complete(args) -> args`` fixes the positional arguments up for numpy."""
+    _KEYWORD_ALIASES[func] = dict(aliases)
+    if complete is not None:
+        _COMPLETIONS[func] = complete
+
+
+def _traced_keywords_positional(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Move graph nodes passed by keyword to their positional slots.
+
+    Gradient rules return one gradient per *positional* argument, so a node passed by
+    keyword (``np.diff(x, prepend=y)``) would get none; it is passed positionally instead
+    (missing earlier parameters take their defaults), or refused with a clear error.
+    """
+    params = _SIGNATURES.get(func)
+    if params is None:
+        try:
+            params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        _SIGNATURES[func] = params
+    aliases = _KEYWORD_ALIASES.get(func, {})
+    kwargs = {aliases.get(k, k): v for k, v in kwargs.items()}
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    args = list(args)
+    for name, v in list(kwargs.items()):
+        if not isinstance(v, AbstractNode):
+            continue
+        if name not in names:
+            if any(p.kind == p.VAR_POSITIONAL for p in params) or not params:
+                continue  # e.g. np.einsum(..., out=): not a differentiable input
+            raise TypeError(
+                f"dualad: np.{getattr(func, '__name__', func)}(..., {name}=<traced value>): "
+                f"a traced value passed by this keyword would get no gradient; pass it "
+                f"positionally."
+            )
+        index = names.index(name)
+        while len(args) < index:  # fill earlier slots: given keywords, else defaults
+            slot = names[len(args)]
+            if slot in kwargs:
+                args.append(kwargs.pop(slot))
+                continue
+            default = positional[len(args)].default
+            if default is inspect.Parameter.empty:
+                break
+            args.append(default)
+        if len(args) == index and name in kwargs:
+            args.append(kwargs.pop(name))
+    while len(args) < len(names) and names[len(args)] in kwargs:  # following keywords
+        args.append(kwargs.pop(names[len(args)]))
+    complete = _COMPLETIONS.get(func)
+    if complete is not None:
+        args = complete(args)
+    return tuple(args), kwargs
+
+
+# Operator types known to have a gradient rule (checked once per type when recording).
+_HAS_GRADIENT: set[type] = set()
+
+
+def _require_gradient_rule(op: Operator, out: Any, values: tuple) -> None:
+    """Raise MissingRuleError now (not at backward time) when ``op`` has no gradient rule."""
+    types = (type(op), type(out), type(out)) + tuple(map(type, values))
+    if not gradient.has_rule(types):
+        raise MissingRuleError(missing_rule_message(op, values, "reverse"))
+    _HAS_GRADIENT.add(type(op))
+
+
+def primal_at(x: Any, level: int) -> Any:
+    """The value ``x`` stands for at ``level``: a node's own value, else ``x`` itself."""
+    if isinstance(x, AbstractNode):
+        if x.level == level:
+            return x._primal()
+        return x
+    if type(x) in (list, tuple):
+        return type(x)([primal_at(a, level) for a in x])
+    return x
+
+
+def register(f: Callable[..., Any], *args: Any, **kwargs: Any) -> CachedNode:
+    """Record the call ``f(*args, **kwargs)`` and return its node.
+
+    ``f`` need not be a primitive; its gradient comes from ``ad.gradient`` methods for
+    ``ad.Method[f]``.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> x = ad.Variable(np.array([1.0, 2.0]))
+        >>> y = ad.register(np.sin, x)   # records the call, as np.sin(x) does
+        >>> type(y).__name__
+        'CachedNode'
+    """
+    op = f if isinstance(f, Operator) else Method.instance(f)
+    top = innermost(args, kwargs)
+    level = 0 if top is None else top.level
+    values = tuple(primal_at(a, level) for a in args)
+    kw = {k: primal_at(v, level) for k, v in kwargs.items()}
+    return CachedNode(Node(op, args, kwargs), forward(op, *values, **kw), level)
+
+
+def _output_item(outputs: tuple, index: int) -> Any:
+    """Item ``index`` of a multi-output call's result (its own recorded operator)."""
+    return outputs[index]
+
+
+_OUTPUT_ITEM = Method.instance(_output_item)

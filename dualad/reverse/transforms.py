@@ -1,0 +1,217 @@
+"""Reverse-mode function transforms: grad, value_and_grad, vjp, and the reverse Jacobian.
+
+User functions are plain numpy; the differentiated arguments are replaced by
+``Variable``s of a fresh level, so transforms nest (``grad(grad(f))``).
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> ad.grad(lambda x: np.sum(np.sin(x) * x ** 2))(np.array([0.0, 1.0]))
+    array([0.        , 2.22324428])
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.arguments import Argnums, as_differentiable, check_output, normalize_argnums, to_user
+from ..core.array_protocol import lift_object_array, shape_of
+from ..core.errors import ShapeError
+from ..core.tracing import Traced, new_level
+from ..core.trees import tree_flatten, tree_unflatten
+from .backward import reverse_pass
+from .graph import AbstractNode, Variable
+
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse"]
+
+class _Inputs:
+    """Differentiated arguments replaced by Variables of one fresh level."""
+
+    def __init__(self, args: tuple, argnums: tuple[int, ...], fname: str) -> None:
+        self.level = new_level()
+        self.args = list(args)
+        self.specs: list[Any] = []
+        self.variables: list[list[Variable]] = []
+        for i in argnums:
+            leaves, spec = tree_flatten(args[i])
+            vs = [Variable(as_differentiable(leaf, f"argument {i} of {fname}"), self.level)
+                  for leaf in leaves]
+            self.specs.append(spec)
+            self.variables.append(vs)
+            self.args[i] = tree_unflatten(spec, vs)
+
+    def gradients(self, leaf_grads: dict[int, Any]) -> list[Any]:
+        """One gradient tree per differentiated argument (zeros where unreached)."""
+        trees = []
+        for spec, vs in zip(self.specs, self.variables):
+            gs = []
+            for v in vs:
+                g = leaf_grads.get(id(v))
+                if g is None:
+                    g = np.zeros(shape_of(v.value))
+                elif not isinstance(g, Traced) and shape_of(g) != shape_of(v.value):
+                    g = np.broadcast_to(g, shape_of(v.value))
+                gs.append(to_user(g))
+            trees.append(tree_unflatten(spec, gs))
+        return trees
+
+
+def _output_value(out: Any, level: int) -> Any:
+    if isinstance(out, AbstractNode) and out.level == level:
+        return out._primal()
+    return out
+
+
+def _seeds(out_leaves: list[Any], cot_leaves: list[Any], level: int) -> dict:
+    seeds = {}
+    for o, c in zip(out_leaves, cot_leaves):
+        if isinstance(o, AbstractNode) and o.level == level:
+            if shape_of(c) != shape_of(o):
+                raise ShapeError(
+                    f"vjp: the cotangent has shape {shape_of(c)} but the output it pairs with "
+                    f"has shape {shape_of(o)}; pass cotangents shaped like the outputs."
+                )
+            prev = seeds.get(id(o))
+            seeds[id(o)] = (o, c if prev is None else prev[1] + c)
+    return seeds
+
+
+def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+    """A function returning ``(f(*args), gradient)`` for a scalar-valued ``f`` (reverse mode).
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> v, g = ad.value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
+        >>> float(v), g
+        (5.0, array([2., 4.]))
+    """
+    fname = f"value_and_grad({getattr(f, '__name__', 'f')})"
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        nums, single = normalize_argnums(argnums, len(args), fname)
+        inputs = _Inputs(args, nums, fname)
+        out = lift_object_array(f(*inputs.args, **kwargs))
+        check_output(out, fname)
+        if isinstance(out, (tuple, list, dict)):
+            raise ValueError(
+                f"{fname}: grad needs a scalar output, but the function returned a "
+                f"{type(out).__name__}; use ad.jacobian or ad.vjp for several outputs."
+            )
+        shape = shape_of(out)
+        if shape != ():
+            raise ValueError(
+                f"{fname}: grad needs a scalar output, but the function returned shape "
+                f"{shape}; reduce it (e.g. np.sum) or use ad.jacobian(f) / ad.vjp(f, x) "
+                f"for non-scalar outputs."
+            )
+        leaf_grads: dict[int, Any] = {}
+        if isinstance(out, AbstractNode) and out.level == inputs.level:
+            leaf_grads = reverse_pass({id(out): (out, np.float64(1.0))})
+        grads = inputs.gradients(leaf_grads)
+        value = to_user(_output_value(out, inputs.level))
+        return value, (grads[0] if single else tuple(grads))
+
+    return wrapped
+
+
+def grad(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+    """The gradient of a scalar-valued ``f`` (reverse mode), shaped like the argument.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.grad(lambda x, y: x * y, argnums=(0, 1))(2.0, 3.0)
+        (array(3.), array(2.))
+    """
+    vg = value_and_grad(f, argnums)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return vg(*args, **kwargs)[1]
+
+    return wrapped
+
+
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple]]:
+    """``(f(*primals), pullback)``; ``pullback(cotangent)`` gives one gradient per primal.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> out, pullback = ad.vjp(lambda x: x * 3.0, np.ones(2))
+        >>> pullback(np.array([1.0, 2.0]))
+        (array([3., 6.]),)
+    """
+    fname = f"vjp({getattr(f, '__name__', 'f')})"
+    inputs = _Inputs(primals, tuple(range(len(primals))), fname)
+    out = f(*inputs.args)
+    check_output(out, fname)
+    out_leaves, out_spec = tree_flatten(out)
+    out_leaves = [lift_object_array(o) for o in out_leaves]
+    level = inputs.level
+    values = tree_unflatten(out_spec, [to_user(_output_value(o, level)) for o in out_leaves])
+
+    def pullback(cotangent: Any) -> tuple:
+        cot_leaves, cot_spec = tree_flatten(cotangent)
+        if len(cot_leaves) != len(out_leaves):
+            raise ShapeError(
+                f"{fname}: the cotangent has {len(cot_leaves)} leaves but the output has "
+                f"{len(out_leaves)}; pass a cotangent with the output's structure."
+            )
+        cot_leaves = [c if isinstance(c, Traced) else np.asarray(c, dtype=np.float64)
+                      for c in cot_leaves]
+        seeds = _seeds(out_leaves, cot_leaves, level)
+        return tuple(inputs.gradients(reverse_pass(seeds) if seeds else {}))
+
+    return values, pullback
+
+
+def jacobian_reverse(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
+                      kwargs: dict, fname: str) -> list[Any]:
+    inputs = _Inputs(args, nums, fname)
+    out = f(*inputs.args, **kwargs)
+    check_output(out, fname)
+    out_leaves, out_spec = tree_flatten(out)
+    in_shapes = [[shape_of(v.value) for v in vs] for vs in inputs.variables]
+    # per output leaf, per differentiated argument: the Jacobian leaves
+    blocks = [_jacobian_blocks(lift_object_array(o), inputs, in_shapes) for o in out_leaves]
+    results = []
+    for a, spec in enumerate(inputs.specs):
+        per_out = [tree_unflatten(spec, block[a]) for block in blocks]
+        results.append(tree_unflatten(out_spec, per_out))
+    return results
+
+
+def _jacobian_blocks(out: Any, inputs: _Inputs, in_shapes: list[list[tuple[int, ...]]]
+                     ) -> list[list[Any]]:
+    """The Jacobian of one output leaf w.r.t. every input leaf, one backward pass per entry."""
+    level = inputs.level
+    out_shape = shape_of(out)
+    rows: list[list[list[Any]]] = [[[] for _ in vs] for vs in inputs.variables]
+    n_out = int(np.prod(out_shape, dtype=np.int64))
+    traced = isinstance(out, AbstractNode) and out.level == level
+    template = np.zeros(out_shape)
+    for k in range(n_out):
+        leaf_grads = {}
+        if traced:
+            seed = template.copy()
+            seed.flat[k] = 1.0
+            leaf_grads = reverse_pass({id(out): (out, seed)})
+        for a, vs in enumerate(inputs.variables):
+            for j, v in enumerate(vs):
+                g = leaf_grads.get(id(v))
+                rows[a][j].append(np.zeros(in_shapes[a][j]) if g is None else g)
+    blocks = []
+    for a in range(len(inputs.variables)):
+        leaves = []
+        for j, shape in enumerate(in_shapes[a]):
+            if n_out == 0:
+                leaves.append(np.zeros(out_shape + shape))
+                continue
+            stacked = np.stack([np.broadcast_to(r, shape) if not isinstance(r, Traced) else r
+                                for r in rows[a][j]])
+            leaves.append(to_user(np.reshape(stacked, out_shape + shape)))
+        blocks.append(leaves)
+    return blocks

@@ -1,0 +1,52 @@
+"""Drop-ins for scipy: Jacobians in the form ``solve_ivp`` and ``optimize`` expect.
+
+``ad.grad(fun)``, ``ad.hessian(fun)`` and ``ad.jacobian(fun)`` already pass straight to
+``scipy.optimize.minimize(jac=, hess=)`` and ``scipy.optimize.root(jac=)``: extra
+positional arguments (``args=``) reach ``fun`` undifferentiated. ODE right-hand sides take
+the time first, so they get their own wrapper.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> from scipy.integrate import solve_ivp
+    >>> def rhs(t, y, k):
+    ...     return np.array([-k * y[0] * y[1], k * y[0] * y[1] - y[1]])
+    >>> sol = solve_ivp(rhs, (0, 1), [1.0, 0.5], method="BDF", args=(2.0,),
+    ...                 jac=ad.ode_jacobian(rhs))
+    >>> sol.success
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .api import jacobian
+
+__all__ = ["ode_jacobian"]
+
+
+def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
+                 chunk: int | None = None) -> Callable[..., np.ndarray]:
+    """For a right-hand side ``f(t, y, *args)``, the ``jac(t, y, *args)`` of ``solve_ivp``.
+
+    The result is the dense Jacobian ``df/dy`` of shape ``(n, n)``; ``t`` and ``args`` pass
+    through undifferentiated. ``mode`` and ``chunk`` are those of :func:`dualad.jacobian`.
+    """
+
+    def rhs_of_y(y: Any, t: Any, *args: Any) -> Any:
+        return f(t, y, *args)
+
+    jac_y = jacobian(rhs_of_y, 0, mode=mode, chunk=chunk)
+
+    @functools.wraps(f)
+    def jac(t: Any, y: Any, *args: Any) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        result = np.asarray(jac_y(y, t, *args))
+        n = y.size
+        return result.reshape(np.size(result) // max(n, 1), n) if result.ndim != 2 else result
+
+    return jac
