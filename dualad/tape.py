@@ -282,7 +282,8 @@ class Program:
         self.scalar_output = False  # a single output of shape (): set when built
         self.wanted: dict[Any, tuple[int, ...]] = {}  # input slots per argnums
         self.checked = False
-        self.compiled: dict[Any, Any] = {}
+        self.compiled: dict[Any, Any] = {}  # replay functions, None where not compiled
+        self.uses: dict[Any, int] = {}  # replays so far, per kind, until compiled
         self._plans: dict[tuple[int, ...], list[tuple[int, _Op, list[bool], list, list]]] = {}
 
     # forward -----------------------------------------------------------------------------
@@ -605,6 +606,16 @@ def _build_program(key: Any, level: int, variables: list[Variable], input_leaves
 
 #: Programs longer than this are replayed by the loop of :meth:`Program.run` instead.
 MAX_COMPILED_OPS = 4000
+#: A program is compiled (about 0.1 ms per operation) on its this-many-th replay of one
+#: kind; earlier replays run the loop of :meth:`Program.run`.
+COMPILE_AFTER = 8
+
+
+def _due(program: Program, what: Any) -> bool:
+    """Count a replay of ``what``; whether it is time to compile it."""
+    n = program.uses.get(what, 0) + 1
+    program.uses[what] = n
+    return n >= COMPILE_AFTER
 
 
 class _Compiler:
@@ -717,6 +728,8 @@ def _compiled_value(program: Program) -> Callable[..., Any] | None:
     fn = program.compiled.get("value", False)
     if fn is not False:
         return fn
+    if not _due(program, "value"):
+        return None
     fn = None
     if len(program.ops) <= MAX_COMPILED_OPS:
         c = _Compiler(program)
@@ -732,6 +745,8 @@ def _compiled_grad(program: Program, wanted: tuple[int, ...]) -> Callable[..., A
     fn = program.compiled.get(wanted, False)
     if fn is not False:
         return fn
+    if not _due(program, wanted):
+        return None
     fn = None
     outputs = program.outputs
     if (len(program.ops) <= MAX_COMPILED_OPS and len(outputs) == 1 and outputs[0][0]

@@ -180,3 +180,22 @@ def test_boolean_mask_indexing_follows_the_mask():
             got = tape.grad(x)
         np.testing.assert_allclose(got, ad.grad(f)(x))
     assert tape.recordings == 3
+
+
+def test_guards_hold_in_compiled_replays():
+    def f(x):
+        s = np.sum(x)
+        if s > 0:
+            return np.sum(x ** 3) * s
+        return np.sum(np.sin(x))
+
+    tape = record(f, np.ones(2))
+    rng = np.random.default_rng(9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TapeRetraceWarning)
+        for i in range(40):
+            x = rng.standard_normal(2) + (1.5 if i % 3 else -1.5)
+            np.testing.assert_allclose(tape.grad(x), ad.grad(f)(x), rtol=1e-12)
+            assert tape(x) == pytest.approx(f(x), rel=1e-14)
+    assert tape.recordings == 2
+    assert any(p.compiled for ps in tape._programs.values() for p in ps)
