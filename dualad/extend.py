@@ -102,6 +102,15 @@ from .reverse.graph import (
     register_write_rule,
 )
 from .reverse.rules import gradient_rule
+from .sparsity.flows import (
+    declare_allocation,
+    declare_composite,
+    declare_contraction,
+    declare_elementwise,
+    declare_index_map,
+    declare_reduction,
+    declare_scan,
+)
 
 __all__ = [
     # dispatch: the rule functions and the operator traits they dispatch on
@@ -158,6 +167,14 @@ __all__ = [
     "tree_flatten",
     "tree_unflatten",
     "tree_map",
+    # sparsity detection: how each family's entries flow
+    "declare_allocation",
+    "declare_composite",
+    "declare_contraction",
+    "declare_elementwise",
+    "declare_index_map",
+    "declare_reduction",
+    "declare_scan",
     # errors
     "DualadError",
     "MissingRuleError",

@@ -23,6 +23,7 @@ import numpy as np
 from ..extend import (
     Dual,
     Method,
+    declare_index_map,
     gradient,
     partials_key,
     primitive,
@@ -138,3 +139,8 @@ def gather_tangent(p: Any, index: np.ndarray) -> Any:
         return flat[index]
     out = flat[np.where(valid, index, 0)]
     return out * valid[..., None]
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+
+declare_index_map(operator.getitem)

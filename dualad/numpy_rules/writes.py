@@ -47,6 +47,7 @@ from ..extend import (
     TagMismatchError,
     Traced,
     apply_operator,
+    declare_allocation,
     innermost,
     not_writable_message,
     partials_key,
@@ -341,3 +342,11 @@ def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", sub
     if fp is not None:
         p = p + fp
     return Dual._make(v, p, tag)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# Buffers to write into: their entries depend on nothing until written (np.full_like: on
+# the fill value).
+
+declare_allocation(np.empty_like, np.zeros_like, np.ones_like)
+declare_allocation(np.full_like, fill=1)
