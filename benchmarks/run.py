@@ -19,6 +19,7 @@ NAMES = [
     "tr_matmul",
     "mlp",
     "op_chain",
+    "replay",
     "sigmoid",
     "lorenz96",
     "njit_lorenz96",

@@ -42,10 +42,14 @@ from .derivatives.registry import define_rule
 from .forward.dual import Dual
 from .forward.transforms import derivative, jvp
 from .gradcheck import gradcheck
+from .graph_dot import to_dot
+from .hvp import hvp
 from .reverse.graph import AbstractNode, CachedNode, LeafNode, Node, Variable, register
 from .reverse.transforms import grad, value_and_grad, vjp
 from .scipy_dropins import ode_jacobian
 from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jacobian
+from .tape import Tape, TapeRetraceWarning, record
+from .taylor import taylor_test
 
 __all__ = [
     "AbstractNode",
@@ -63,6 +67,8 @@ __all__ = [
     "RuleTableError",
     "ShapeError",
     "TagMismatchError",
+    "Tape",
+    "TapeRetraceWarning",
     "Variable",
     "backward",
     "color_columns",
@@ -73,15 +79,19 @@ __all__ = [
     "gradcheck",
     "gradient",
     "hessian",
+    "hvp",
     "jacobian",
     "jacobian_sparsity",
     "jvp",
     "ode_jacobian",
     "pause_recording",
     "primitive",
+    "record",
     "register",
     "sparse_hessian",
     "sparse_jacobian",
+    "taylor_test",
+    "to_dot",
     "unbroadcast",
     "value",
     "value_and_grad",

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import operator
 from typing import Any
 
@@ -25,7 +26,12 @@ from .operators import Broadcasted, Method
 from .tracing import apply_operator, is_foreign_array
 
 __all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "register_ufunc_method",
-           "shape_of"]
+           "shape_of", "value_observer"]
+
+# Per context: an object told where traced values decide control flow (``observer.on_bool``)
+# and given results that carry no derivative (``observer.on_result``); set by ``ad.record``.
+value_observer: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "dualad_value_observer", default=None)
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -181,7 +187,11 @@ class NumpyOverloads:
     __complex__ = __float__
 
     def __bool__(self) -> bool:
-        return bool(self._primal())
+        outcome = bool(self._primal())
+        observer = value_observer.get()
+        if observer is not None:
+            observer.on_bool(self, outcome)
+        return outcome
 
     # attributes ------------------------------------------------------------------
     @property

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..core.arguments import as_differentiable, is_differentiable_output, value
-from ..core.array_protocol import NumpyOverloads, shape_of
+from ..core.array_protocol import NumpyOverloads, shape_of, value_observer
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator
@@ -70,6 +70,9 @@ class AbstractNode(Traced, NumpyOverloads):
         else:
             out = forward(op, *values)
         if not is_differentiable_output(out) or recording_paused():
+            observer = value_observer.get()
+            if observer is not None and not recording_paused():
+                return observer.on_result(op, args, kwargs, out, level)
             return out
         if type(op) not in _HAS_GRADIENT:
             _require_gradient_rule(op, out, values)

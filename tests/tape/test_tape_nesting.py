@@ -1,0 +1,104 @@
+"""Tapes inside the transforms, and Hessian-vector products (also through tapes)."""
+
+import numpy as np
+import pytest
+
+import dualad as ad
+from dualad.hvp import hvp
+from dualad.tape import record
+
+
+def f(x):
+    return np.sum(np.sin(x) * x ** 2) + np.prod(x[:2]) * x[-1]
+
+
+POINTS = [np.array([0.3, -1.2, 2.0]), np.array([1.0, 0.5, -0.25, 2.0])]
+
+
+@pytest.mark.parametrize("x", POINTS)
+def test_grad_of_a_function_that_calls_a_tape(x):
+    tape = record(f, np.ones_like(x))
+    g = ad.grad(lambda y: tape(y) * 2.0 + np.sum(y))(x)
+    np.testing.assert_allclose(g, 2 * ad.grad(f)(x) + 1.0)
+
+
+@pytest.mark.parametrize("x", POINTS)
+def test_jvp_and_jacobian_of_a_tape(x):
+    tape = record(f, np.ones_like(x))
+    v = np.linspace(-1.0, 1.0, x.size)
+    np.testing.assert_allclose(ad.jvp(tape, (x,), (v,))[1], ad.grad(f)(x) @ v)
+    np.testing.assert_allclose(ad.jacobian(tape.grad, mode="forward")(x), ad.hessian(f)(x),
+                               rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("x", POINTS)
+def test_hvp_equals_hessian_times_v(x):
+    rng = np.random.default_rng(x.size)
+    v = rng.standard_normal(x.shape)
+    want = ad.hessian(f)(x) @ v
+    np.testing.assert_allclose(hvp(f, x, v), want, rtol=1e-10, atol=1e-12)
+    tape = record(f, np.ones_like(x))
+    np.testing.assert_allclose(tape.hvp((x,), v), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hvp(tape, x, v), want, rtol=1e-10, atol=1e-12)
+
+
+def test_hvp_of_scalar_and_matrix_inputs():
+    assert float(hvp(lambda x: x ** 3, 2.0, 1.0)) == pytest.approx(12.0)
+    rng = np.random.default_rng(1)
+    a, v = rng.standard_normal((2, 3, 3))
+    g = lambda m: np.sum(np.tanh(m @ m))  # noqa: E731
+    want = (ad.hessian(g)(a).reshape(9, 9) @ v.ravel()).reshape(3, 3)
+    np.testing.assert_allclose(hvp(g, a, v), want, rtol=1e-9, atol=1e-12)
+    # against finite differences of the gradient
+    h = 1e-6
+    fd = (ad.grad(g)(a + h * v) - ad.grad(g)(a - h * v)) / (2 * h)
+    np.testing.assert_allclose(hvp(g, a, v), fd, rtol=1e-5, atol=1e-6)
+
+
+def test_tape_hvp_in_two_arguments():
+    def q(x, y):
+        return np.sum(x ** 2 * y) + np.sum(np.sin(y))
+
+    tape = record(q, np.ones(2), np.ones(2))
+    x, y = np.array([1.0, 2.0]), np.array([0.5, -1.0])
+    vx, vy = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    hx, hy = tape.hvp((x, y), (vx, vy), argnums=(0, 1))
+    # H = [[2 diag(y), 2 diag(x)], [2 diag(x), -diag(sin y)]]
+    np.testing.assert_allclose(hx, 2 * y * vx + 2 * x * vy)
+    np.testing.assert_allclose(hy, 2 * x * vx - np.sin(y) * vy)
+
+
+def test_hvp_shape_mismatch():
+    with pytest.raises(ad.ShapeError, match="shape"):
+        hvp(f, np.ones(3), np.ones(4))
+
+
+def test_second_derivatives_through_a_tape():
+    x = POINTS[0]
+    tape = record(f, x)
+    np.testing.assert_allclose(ad.hessian(tape)(x), ad.hessian(f)(x), rtol=1e-10, atol=1e-12)
+    # reverse over reverse: the gradient sweep itself is recorded by the outer grad
+    outer = ad.grad(lambda y: np.sum(tape.grad(y) ** 2))(x)
+    want = ad.grad(lambda y: np.sum(ad.grad(f)(y) ** 2))(x)
+    np.testing.assert_allclose(outer, want, rtol=1e-10, atol=1e-12)
+
+
+def test_recording_a_function_that_differentiates():
+    g = lambda x: np.sum(ad.grad(f)(x) * x)  # noqa: E731
+    tape = record(g, POINTS[0])
+    x = np.array([1.0, 2.0, -0.5])
+    np.testing.assert_allclose(tape.grad(x), ad.grad(g)(x), rtol=1e-10)
+    assert tape.recordings == 1
+
+
+def test_tape_inside_a_recording_keeps_its_guards():
+    def inner(x):
+        return np.sum(x ** 3) if np.sum(x) > 0 else np.sum(np.sin(x))
+
+    inner_tape = record(inner, np.ones(2))
+    outer = record(lambda y: inner_tape(y) * 2.0 + np.sum(y), np.ones(2))
+    y = np.array([-1.0, -2.0])
+    with pytest.warns(UserWarning, match="records again"):
+        g = outer.grad(y)
+    np.testing.assert_allclose(g, 2 * np.cos(y) + 1.0)
+    np.testing.assert_allclose(outer.grad(np.ones(2)), 2 * 3 * np.ones(2) + 1.0)
