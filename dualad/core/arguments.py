@@ -177,9 +177,9 @@ def check_real_output(out: Any, fname: str) -> None:
     if kind == "c":
         raise TypeError(
             f"{fname}: the function returned a complex value (dtype {dtype}); grad needs a "
-            f"real scalar output. Differentiate a real quantity such as np.abs(z) ** 2, "
-            f"z.real or z.imag, or pass holomorphic=True for a complex-differentiable f "
-            f"(the result is f'(z))."
+            f"real-valued output. Differentiate a real quantity such as np.real(z), "
+            f"np.abs(z) ** 2 or z.imag, or pass holomorphic=True for a complex-"
+            f"differentiable f (the result is f'(z))."
         )
     what = {"b": "bool", "i": "integer", "u": "integer"}.get(kind, str(dtype))
     raise TypeError(
