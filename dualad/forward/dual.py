@@ -28,6 +28,7 @@ Rule writers use :func:`tangent_parts` to split a call's arguments::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +55,7 @@ __all__ = [
     "register_fast_ufunc",
     "register_fast_function",
     "register_scalar_ufunc",
+    "register_lean_ufunc",
     "register_forward",
     "dual_signatures",
     "partials_key",
@@ -98,6 +100,11 @@ _FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
 # ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
 _REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
+# ufunc -> impl(*args) returning the Dual result or None (then the paths above decide);
+# the lean paths of elementwise rules (dualad.forward.lean), by number of inputs.
+_REG_LEAN: dict[Any, Callable[..., Any]] = {}
+_LEAN_UNARY: dict[Any, Callable[[Any], Any]] = {}
+_LEAN_BINARY: dict[Any, Callable[[Any, Any], Any]] = {}
 # Whether forward gained methods since the active fast paths were derived.
 _STALE = [True]
 
@@ -124,6 +131,13 @@ def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None
     _STALE[0] = True
 
 
+def register_lean_ufunc(ufunc: Any, impl: Callable[..., Any]) -> None:
+    """Try ``impl(*inputs)`` first for ``ufunc`` on Duals; it returns ``None`` for calls it
+    does not handle. It must agree with the ``forward`` method of ``Broadcasted[ufunc]``."""
+    _REG_LEAN[ufunc] = impl
+    _STALE[0] = True
+
+
 def _mark_stale() -> None:
     _STALE[0] = True
 
@@ -147,6 +161,11 @@ def _refresh_fast_paths() -> None:
     _FAST_UFUNC.clear()
     _SCALAR_UFUNC.clear()
     _FAST_FUNCTION.clear()
+    _LEAN_UNARY.clear()
+    _LEAN_BINARY.clear()
+    for uf, impl in _REG_LEAN.items():
+        if uf not in replaced:
+            (_LEAN_UNARY if uf.nin == 1 else _LEAN_BINARY)[uf] = impl
     for uf, impl in _REG_UFUNC.items():
         if uf not in replaced:
             _FAST_UFUNC[uf] = impl
@@ -366,8 +385,37 @@ class Dual(Traced, NumpyOverloads):
     def __imatmul__(self, other: Any) -> Any:
         return self._inplace(self @ other)
 
+    # -- indexing: the getitem rule's fast path, else its rule ---------------------------
+    def __getitem__(self, key: Any) -> Any:
+        if _STALE[0]:
+            _refresh_fast_paths()
+        impl = _FAST_FUNCTION.get(_GETITEM)
+        if impl is not None and (type(key) in _PLAIN_KEYS or _dual_is_innermost((self, key))):
+            return impl((self, key), _NO_KWARGS)
+        return NumpyOverloads.__getitem__(self, key)
+
     # -- writing into preallocated arrays ---------------------------------------------
     def __setitem__(self, key: Any, item: Any) -> None:
+        # the common case first: plain writable arrays, an item of this tag or a number
+        v, p = self.value, self._p
+        if type(v) is np.ndarray and type(p) is np.ndarray and v.ndim:
+            ti = type(item)
+            if ti is Dual:
+                ip = item._p
+                iv = item.value
+                if item.tag is self.tag and type(ip) is np.ndarray \
+                        and (type(iv) is np.ndarray or type(iv) is np.float64) \
+                        and ip.shape[-1] == p.shape[-1]:
+                    if v.flags.writeable and p.flags.writeable:
+                        v[key] = item.value
+                        p[_partials_key(key)] = ip
+                        return
+            elif ti is float or ti is int or ti is np.float64 or (
+                    ti is np.ndarray and item.dtype.kind in "fiub"):
+                if v.flags.writeable and p.flags.writeable:
+                    v[key] = item
+                    p[_partials_key(key)] = 0.0
+                    return
         _setitem(self, key, item)
 
 
@@ -400,6 +448,9 @@ def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
 
 
 _new = object.__new__
+# The function behind ``x[key]`` (the Python protocol), and keys that hold nothing traced.
+_GETITEM = operator.getitem
+_PLAIN_KEYS = frozenset((slice, int, type(Ellipsis), type(None)))
 
 
 def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
@@ -426,10 +477,23 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
                 y = ufunc(v)
                 d = sr[1](v, y)[0]
                 return Dual._scalar(y, 0.0 if d is None else d * x._d, x.tag)
+        lean = _LEAN_UNARY.get(ufunc)
+        if lean is not None:
+            r = lean(x)
+            if r is not None:
+                return r
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
-    elif _dual_is_innermost(inputs):
+    else:
+        if len(inputs) == 2:
+            lean = _LEAN_BINARY.get(ufunc)
+            if lean is not None:
+                r = lean(inputs[0], inputs[1])
+                if r is not None:
+                    return r
+        if not _dual_is_innermost(inputs):
+            return apply_operator(_operator_of(ufunc), inputs, {})
         if len(inputs) == 2:
             r = _scalar_binary(ufunc, inputs[0], inputs[1])
             if r is not None:
@@ -437,8 +501,11 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
-    op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
-    return apply_operator(op, inputs, {})
+    return apply_operator(_operator_of(ufunc), inputs, {})
+
+
+def _operator_of(ufunc: Any) -> Operator:
+    return Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
 
 
 _NO_KWARGS: dict = {}

@@ -34,10 +34,12 @@ from .dual import (
     innermost_tag,
     register_fast_ufunc,
     register_forward,
+    register_lean_ufunc,
     register_scalar_ufunc,
     tangent_parts,
     value_at,
 )
+from .lean import lean_binary, lean_unary
 
 __all__ = ["elementwise_tangent", "register_rule_forward", "register_value_rule"]
 
@@ -183,6 +185,11 @@ def register_rule_forward(rule: Any) -> None:
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
         register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+        nin = len(rule.arg_names)
+        if nin in (1, 2) and rule.function.nin == nin:
+            rk = dual_kernels.kernels_for(rule.function)
+            register_lean_ufunc(rule.function,
+                                (lean_unary if nin == 1 else lean_binary)(rule, rk))
 
 
 def register_value_rule(ufunc: Any) -> None:
