@@ -336,6 +336,12 @@ class Dual(Traced, NumpyOverloads):
                     y = ufunc(v)
                     dy = sr[1](v, y)[0]
                     return _new_scalar(y, 0.0 if dy is None else dy * d, self.tag)
+            if len(inputs) == 1 and not _STALE[0]:
+                lean = _LEAN_UNARY.get(ufunc)
+                if lean is not None:
+                    r = lean(self)
+                    if r is not None:
+                        return r
             return _call_ufunc(ufunc, inputs)
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
@@ -748,11 +754,25 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
 
 
 def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
+    # the lean path first (it returns None for calls it does not handle), else the rest
+    lean_table = _LEAN_BINARY
     if reflected:
         def method(self: Any, other: Any) -> Any:
+            if not _STALE[0]:
+                lean = lean_table.get(ufunc)
+                if lean is not None:
+                    r = lean(other, self)
+                    if r is not None:
+                        return r
             return _call_ufunc(ufunc, (other, self))
     else:
         def method(self: Any, other: Any) -> Any:
+            if not _STALE[0]:
+                lean = lean_table.get(ufunc)
+                if lean is not None:
+                    r = lean(self, other)
+                    if r is not None:
+                        return r
             return _call_ufunc(ufunc, (self, other))
     return method
 

@@ -118,6 +118,19 @@ _FIRST = (True, False)
 _SECOND = (False, True)
 
 
+def _is_linear_combination(rule: Any, ka: str, kb: str) -> bool:
+    """Whether ``rule.function(a, b)`` is ``a + b`` (kinds one, one) or ``a - b`` (one,
+    minus_one / minus_one, one: ``b - a``, checked on numbers), so it may act on partials."""
+    f = rule.function
+    try:
+        with np.errstate(all="ignore"):
+            got = f(np.float64(0.75), np.float64(2.5))
+    except Exception:
+        return False
+    want = {("one", "one"): 3.25, ("one", "minus_one"): -1.75, ("minus_one", "one"): 1.75}
+    return type(got) is np.float64 and float(got) == want[(ka, kb)]
+
+
 def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
     """``impl(x)``: ``rule.function(x)`` for a Dual ``x`` with plain numpy value and
     partials, or ``None`` for any other argument (the general path then decides)."""
@@ -175,6 +188,11 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
     quiet = rule.may_warn
     need = "expr" in (ka, kb)
     const_types = CONSTANT_TYPES
+    # f's partials of two Duals are f of their partials ("one, one": add; "one, minus_one":
+    # subtract) or their difference the other way round ("minus_one, one")
+    linear_pair = (ka, kb) in (("one", "one"), ("one", "minus_one"), ("minus_one", "one")) \
+        and _is_linear_combination(rule, ka, kb)
+    same_sign = ka == "one"
 
     def fused(av: Any, ap: Any, bv: Any, bp: Any, tag: Any, mask: tuple) -> Dual | None:
         # operands: float64 arrays of one shape (or a number), partials float64 arrays
@@ -310,10 +328,13 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
                     return None
             elif t is not _F64_SCALAR:
                 return None
-        if type(av) is _ND or type(bv) is _ND:
+        if (type(av) is _ND or type(bv) is _ND) and rk.threshold <= (
+                ap.size if ap is not None else bp.size):
             out = fused(av, ap, bv, bp, tag, mask)
             if out is not None:
                 return out
+        if linear_pair and mask is _BOTH:  # add / subtract of two Duals: one numpy call each
+            return _make(f(av, bv), f(ap, bp) if same_sign else bp - ap, tag)
         if quiet:
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(av, bv)
