@@ -97,6 +97,9 @@ _FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 # numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
 _REG_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
 _FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
+# numpy function -> impl(*args, **kwargs), the same impls unpacked (where one was given).
+_REG_DIRECT: dict[Any, Callable[..., Any]] = {}
+_FAST_DIRECT: dict[Any, Callable[..., Any]] = {}
 # ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
 _REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
@@ -119,9 +122,15 @@ def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
     _STALE[0] = True
 
 
-def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any]) -> None:
-    """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``."""
+def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any],
+                           direct: Callable[..., Any] | None = None) -> None:
+    """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``;
+    ``direct(*args, **kwargs)``, when given, is the same impl called without packing."""
     _REG_FUNCTION[func] = impl
+    if direct is not None:
+        _REG_DIRECT[func] = direct
+    else:
+        _REG_DIRECT.pop(func, None)
     _STALE[0] = True
 
 
@@ -171,9 +180,12 @@ def _refresh_fast_paths() -> None:
             _FAST_UFUNC[uf] = impl
             if uf in _REG_SCALAR:
                 _SCALAR_UFUNC[uf] = _REG_SCALAR[uf]
+    _FAST_DIRECT.clear()
     for fn, impl in _REG_FUNCTION.items():
         if fn not in replaced:
             _FAST_FUNCTION[fn] = impl
+            if fn in _REG_DIRECT:
+                _FAST_DIRECT[fn] = _REG_DIRECT[fn]
     _STALE[0] = False
 
 
@@ -348,9 +360,14 @@ class Dual(Traced, NumpyOverloads):
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         if _STALE[0]:
             _refresh_fast_paths()
-        impl = _FAST_FUNCTION.get(func)
-        if impl is not None and _dual_is_innermost(args, kwargs):
-            return impl(args, kwargs)
+        impl = _FAST_DIRECT.get(func)
+        if impl is not None:
+            if _dual_is_innermost(args, kwargs):
+                return impl(*args, **kwargs)
+        else:
+            impl = _FAST_FUNCTION.get(func)
+            if impl is not None and _dual_is_innermost(args, kwargs):
+                return impl(args, kwargs)
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
     # -- Python operators: the ufunc's fast path, else its rule (set below) -----------------
@@ -395,9 +412,9 @@ class Dual(Traced, NumpyOverloads):
     def __getitem__(self, key: Any) -> Any:
         if _STALE[0]:
             _refresh_fast_paths()
-        impl = _FAST_FUNCTION.get(_GETITEM)
+        impl = _FAST_DIRECT.get(_GETITEM)
         if impl is not None and (type(key) in _PLAIN_KEYS or _dual_is_innermost((self, key))):
-            return impl((self, key), _NO_KWARGS)
+            return impl(self, key)
         return NumpyOverloads.__getitem__(self, key)
 
     # -- writing into preallocated arrays ---------------------------------------------

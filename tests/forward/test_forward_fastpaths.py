@@ -31,7 +31,7 @@ SHAPES = [(), (1,), (4,), (2, 3)]
 @pytest.fixture
 def general_only(monkeypatch):
     """Forward mode with every fast path table emptied: the general (dispatch) path only."""
-    for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_SCALAR", "_REG_LEAN"):
+    for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):
         monkeypatch.setattr(dual_module, name, {})
     dual_module._STALE[0] = True
     yield
@@ -197,7 +197,7 @@ def test_random_programs_agree_with_and_without_fast_paths(steps, seed):
     x = np.random.default_rng(seed).uniform(-1.0, 1.0, 6)
     fast = _forward_jacobians(f, x)
     with pytest.MonkeyPatch.context() as mp:
-        for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_SCALAR", "_REG_LEAN"):
+        for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):
             mp.setattr(dual_module, name, {})
         dual_module._STALE[0] = True
         slow = _forward_jacobians(f, x)
@@ -214,6 +214,7 @@ def test_random_programs_agree_with_and_without_fast_paths(steps, seed):
 
 def test_general_only_fixture_really_takes_the_general_path(general_only):
     assert not dual_module._LEAN_BINARY and not dual_module._FAST_FUNCTION
+    assert not dual_module._FAST_DIRECT
     x = np.linspace(0.1, 0.9, 6)
     f = _program(["mul", "sin", "shift_slices", "write_slice", "sum_keep", "roll"])
     assert not dual_module._LEAN_BINARY  # the tables stay empty through a whole Jacobian
