@@ -21,6 +21,8 @@ NAMES = [
     "op_chain",
     "sigmoid",
     "lorenz96",
+    "dual_overhead",
+    "brusselator1d",
     "brusselator2d",
     "stiff_ode",
     "memory",
