@@ -108,6 +108,9 @@ _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _REG_LEAN: dict[Any, Callable[..., Any]] = {}
 _LEAN_UNARY: dict[Any, Callable[[Any], Any]] = {}
 _LEAN_BINARY: dict[Any, Callable[[Any, Any], Any]] = {}
+# ufunc -> [impl or None]: the active lean binary impl, read by the Python operators
+# (None while the tables are stale or when a user's rule replaced the ufunc's).
+_LEAN_CELLS: dict[Any, list] = {}
 # Whether forward gained methods since the active fast paths were derived.
 _STALE = [True]
 
@@ -119,7 +122,7 @@ def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
     ``Broadcasted[ufunc]``; it sees calls whose innermost traced argument is a Dual.
     """
     _REG_UFUNC[ufunc] = impl
-    _STALE[0] = True
+    _mark_stale()
 
 
 def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any],
@@ -131,24 +134,26 @@ def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any],
         _REG_DIRECT[func] = direct
     else:
         _REG_DIRECT.pop(func, None)
-    _STALE[0] = True
+    _mark_stale()
 
 
 def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None:
     """Scalar fast path: ``derivatives(*args, y)`` gives one partial per argument (or None)."""
     _REG_SCALAR[ufunc] = (ufunc, derivatives)
-    _STALE[0] = True
+    _mark_stale()
 
 
 def register_lean_ufunc(ufunc: Any, impl: Callable[..., Any]) -> None:
     """Try ``impl(*inputs)`` first for ``ufunc`` on Duals; it returns ``None`` for calls it
     does not handle. It must agree with the ``forward`` method of ``Broadcasted[ufunc]``."""
     _REG_LEAN[ufunc] = impl
-    _STALE[0] = True
+    _mark_stale()
 
 
 def _mark_stale() -> None:
     _STALE[0] = True
+    for cell in _LEAN_CELLS.values():  # operators take the checking path until refreshed
+        cell[0] = None
 
 
 forward.on_change(_mark_stale)
@@ -186,6 +191,8 @@ def _refresh_fast_paths() -> None:
             _FAST_FUNCTION[fn] = impl
             if fn in _REG_DIRECT:
                 _FAST_DIRECT[fn] = _REG_DIRECT[fn]
+    for uf, cell in _LEAN_CELLS.items():
+        cell[0] = _LEAN_BINARY.get(uf)
     _STALE[0] = False
 
 
@@ -772,24 +779,22 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
 
 def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
     # the lean path first (it returns None for calls it does not handle), else the rest
-    lean_table = _LEAN_BINARY
+    cell = _LEAN_CELLS.setdefault(ufunc, [None])
     if reflected:
         def method(self: Any, other: Any) -> Any:
-            if not _STALE[0]:
-                lean = lean_table.get(ufunc)
-                if lean is not None:
-                    r = lean(other, self)
-                    if r is not None:
-                        return r
+            lean = cell[0]
+            if lean is not None:
+                r = lean(other, self)
+                if r is not None:
+                    return r
             return _call_ufunc(ufunc, (other, self))
     else:
         def method(self: Any, other: Any) -> Any:
-            if not _STALE[0]:
-                lean = lean_table.get(ufunc)
-                if lean is not None:
-                    r = lean(self, other)
-                    if r is not None:
-                        return r
+            lean = cell[0]
+            if lean is not None:
+                r = lean(self, other)
+                if r is not None:
+                    return r
             return _call_ufunc(ufunc, (self, other))
     return method
 

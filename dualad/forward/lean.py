@@ -193,6 +193,7 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
     linear_pair = (ka, kb) in (("one", "one"), ("one", "minus_one"), ("minus_one", "one")) \
         and _is_linear_combination(rule, ka, kb)
     same_sign = ka == "one"
+    threshold = rk.threshold  # least partials entries for the fused kernel
 
     def fused(av: Any, ap: Any, bv: Any, bp: Any, tag: Any, mask: tuple) -> Dual | None:
         # operands: float64 arrays of one shape (or a number), partials float64 arrays
@@ -272,69 +273,53 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
         return ta - tb if kb == "minus_one" else ta + tb
 
     def impl(a: Any, b: Any) -> Dual | None:
+        # operands: Duals with plain partials and values (arrays or float64 scalars), of one
+        # tag and shape, or one such Dual and a number / a plain array of its shape
         if type(a) is Dual:
-            ap = a._p
-            if type(ap) is not _ND:
+            ap, av = a._p, a.value
+            if type(ap) is not _ND or (type(av) is not _ND and type(av) is not _F64_SCALAR):
                 return None
-            av = a.value
             tag = a.tag
             if type(b) is Dual:
-                if b.tag is not tag:
+                bp, bv = b._p, b.value
+                if b.tag is not tag or type(bp) is not _ND or bp.shape != ap.shape or (
+                        type(bv) is not _ND and type(bv) is not _F64_SCALAR):
                     return None
-                bp = b._p
-                if type(bp) is not _ND or bp.shape != ap.shape:
-                    return None
-                bv = b.value
+                if threshold <= ap.size and type(av) is _ND:
+                    out = fused(av, ap, bv, bp, tag, _BOTH)
+                    if out is not None:
+                        return out
+                if linear_pair:  # add / subtract: one numpy call on the partials
+                    return _make(f(av, bv), f(ap, bp) if same_sign else bp - ap, tag)
                 mask = _BOTH
             else:
                 tb = type(b)
-                if tb in const_types:
-                    pass
-                elif tb is _ND and b.shape == ap.shape[:-1] and b.dtype.kind in "fiub":
-                    pass
-                else:
+                if tb not in const_types and (tb is not _ND or b.shape != ap.shape[:-1]
+                                              or b.dtype.kind not in "fiub"):
                     return None
                 bp, bv = None, b
                 mask = _FIRST
+                if threshold <= ap.size and (type(av) is _ND or tb is _ND):
+                    out = fused(av, ap, bv, bp, tag, mask)
+                    if out is not None:
+                        return out
         elif type(b) is Dual:
-            bp = b._p
-            if type(bp) is not _ND:
+            bp, bv = b._p, b.value
+            if type(bp) is not _ND or (type(bv) is not _ND and type(bv) is not _F64_SCALAR):
                 return None
             ta = type(a)
-            if ta in const_types:
-                pass
-            elif ta is _ND and a.shape == bp.shape[:-1] and a.dtype.kind in "fiub":
-                pass
-            else:
+            if ta not in const_types and (ta is not _ND or a.shape != bp.shape[:-1]
+                                          or a.dtype.kind not in "fiub"):
                 return None
             ap, av = None, a
-            bv = b.value
             tag = b.tag
             mask = _SECOND
+            if threshold <= bp.size and (type(bv) is _ND or ta is _ND):
+                out = fused(av, ap, bv, bp, tag, mask)
+                if out is not None:
+                    return out
         else:
             return None
-        # the Duals' values: plain arrays of numbers or float64 scalars
-        if mask is not _SECOND:
-            t = type(av)
-            if t is _ND:
-                if av.dtype.kind not in "fiub":
-                    return None
-            elif t is not _F64_SCALAR:
-                return None
-        if mask is not _FIRST:
-            t = type(bv)
-            if t is _ND:
-                if bv.dtype.kind not in "fiub":
-                    return None
-            elif t is not _F64_SCALAR:
-                return None
-        if (type(av) is _ND or type(bv) is _ND) and rk.threshold <= (
-                ap.size if ap is not None else bp.size):
-            out = fused(av, ap, bv, bp, tag, mask)
-            if out is not None:
-                return out
-        if linear_pair and mask is _BOTH:  # add / subtract of two Duals: one numpy call each
-            return _make(f(av, bv), f(ap, bp) if same_sign else bp - ap, tag)
         if quiet:
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(av, bv)

@@ -33,10 +33,10 @@ def general_only(monkeypatch):
     """Forward mode with every fast path table emptied: the general (dispatch) path only."""
     for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):
         monkeypatch.setattr(dual_module, name, {})
-    dual_module._STALE[0] = True
+    dual_module._mark_stale()
     yield
     monkeypatch.undo()
-    dual_module._STALE[0] = True
+    dual_module._mark_stale()
 
 
 def _dual(rng, shape, k, tag, low=0.2, high=0.9):
@@ -199,9 +199,9 @@ def test_random_programs_agree_with_and_without_fast_paths(steps, seed):
     with pytest.MonkeyPatch.context() as mp:
         for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):
             mp.setattr(dual_module, name, {})
-        dual_module._STALE[0] = True
+        dual_module._mark_stale()
         slow = _forward_jacobians(f, x)
-    dual_module._STALE[0] = True
+    dual_module._mark_stale()
     for a, b in zip(fast, slow):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12, err_msg=str(steps))
     rev = ad.jacobian(f, mode="reverse")(x)
