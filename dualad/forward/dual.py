@@ -438,13 +438,13 @@ class Dual(Traced, NumpyOverloads):
                         and ip.shape[-1] == p.shape[-1]:
                     if v.flags.writeable and p.flags.writeable:
                         v[key] = item.value
-                        p[_partials_key(key)] = ip
+                        p[partials_key(key)] = ip
                         return
             elif ti is float or ti is int or ti is np.float64 or (
                     ti is np.ndarray and item.dtype.kind in "fiub"):
                 if v.flags.writeable and p.flags.writeable:
                     v[key] = item
-                    p[_partials_key(key)] = 0.0
+                    p[partials_key(key)] = 0.0
                     return
         _setitem(self, key, item)
 
