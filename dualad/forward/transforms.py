@@ -37,13 +37,12 @@ _ONE = np.float64(1.0)
 
 #: Bytes of seed partials (``n`` inputs x ``k`` directions x 8) one pass may use: 8 MiB,
 #: so up to 1024 inputs go in one pass. Every pass runs ``f`` (and its Python overhead)
-#: again, which costs far more than cache misses on large partials. Measured (one thread,
-#: 2-core AMD EPYC, 512 KiB L2 / 8 MiB L3 per core pair, loaded; ms per Jacobian):
-#: Lorenz-96 (np.roll form) n = 100: k = 12 1.9, k = 100 0.33; n = 1000: k = 50 34,
-#: k = 1000 59-79; n = 2000: k = 50 146, k = 500 204, k = 2000 231; the 1-D Brusselator
-#: written as a Python loop (400 states): k = 12 ~30x slower than k = 400 (one pass).
-#: Smaller chunks win at most ~2x on large vectorised functions; one pass wins n/k times
-#: on loops and small arrays.
+#: again: that costs about n/k times more on loops and small arrays, while smaller chunks
+#: win at most a few times on large vectorised functions (their partials stay in cache).
+#: Measured (one thread, 2-core AMD EPYC with 512 KiB L2 per core, shared and loaded; ms
+#: per Jacobian): Lorenz-96 (np.roll form) n = 100: k = 12 1.2, k = 100 0.23; n = 1000:
+#: k = 12 17, k = 50 8.5, k = 250 22, k = 1000 20; the 1-D Brusselator written as a Python
+#: loop (400 states): k = 12 1194, k = 100 189, k = 400 56. ``chunk=`` overrides.
 CHUNK_BUDGET = 8 << 20
 
 
