@@ -23,6 +23,8 @@ NAMES = [
     "sigmoid",
     "lorenz96",
     "njit_lorenz96",
+    "dual_overhead",
+    "brusselator1d",
     "brusselator2d",
     "stiff_ode",
     "sparse_brusselator",

@@ -28,6 +28,7 @@ Rule writers use :func:`tangent_parts` to split a call's arguments::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +55,7 @@ __all__ = [
     "register_fast_ufunc",
     "register_fast_function",
     "register_scalar_ufunc",
+    "register_lean_ufunc",
     "register_forward",
     "dual_signatures",
     "partials_key",
@@ -95,9 +97,20 @@ _FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 # numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
 _REG_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
 _FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
+# numpy function -> impl(*args, **kwargs), the same impls unpacked (where one was given).
+_REG_DIRECT: dict[Any, Callable[..., Any]] = {}
+_FAST_DIRECT: dict[Any, Callable[..., Any]] = {}
 # ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
 _REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
+# ufunc -> impl(*args) returning the Dual result or None (then the paths above decide);
+# the lean paths of elementwise rules (dualad.forward.lean), by number of inputs.
+_REG_LEAN: dict[Any, Callable[..., Any]] = {}
+_LEAN_UNARY: dict[Any, Callable[[Any], Any]] = {}
+_LEAN_BINARY: dict[Any, Callable[[Any, Any], Any]] = {}
+# ufunc -> [impl or None]: the active lean binary impl, read by the Python operators
+# (None while the tables are stale or when a user's rule replaced the ufunc's).
+_LEAN_CELLS: dict[Any, list] = {}
 # Whether forward gained methods since the active fast paths were derived.
 _STALE = [True]
 
@@ -109,23 +122,38 @@ def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
     ``Broadcasted[ufunc]``; it sees calls whose innermost traced argument is a Dual.
     """
     _REG_UFUNC[ufunc] = impl
-    _STALE[0] = True
+    _mark_stale()
 
 
-def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any]) -> None:
-    """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``."""
+def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any],
+                           direct: Callable[..., Any] | None = None) -> None:
+    """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``;
+    ``direct(*args, **kwargs)``, when given, is the same impl called without packing."""
     _REG_FUNCTION[func] = impl
-    _STALE[0] = True
+    if direct is not None:
+        _REG_DIRECT[func] = direct
+    else:
+        _REG_DIRECT.pop(func, None)
+    _mark_stale()
 
 
 def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None:
     """Scalar fast path: ``derivatives(*args, y)`` gives one partial per argument (or None)."""
     _REG_SCALAR[ufunc] = (ufunc, derivatives)
-    _STALE[0] = True
+    _mark_stale()
+
+
+def register_lean_ufunc(ufunc: Any, impl: Callable[..., Any]) -> None:
+    """Try ``impl(*inputs)`` first for ``ufunc`` on Duals; it returns ``None`` for calls it
+    does not handle. It must agree with the ``forward`` method of ``Broadcasted[ufunc]``."""
+    _REG_LEAN[ufunc] = impl
+    _mark_stale()
 
 
 def _mark_stale() -> None:
     _STALE[0] = True
+    for cell in _LEAN_CELLS.values():  # operators take the checking path until refreshed
+        cell[0] = None
 
 
 forward.on_change(_mark_stale)
@@ -147,14 +175,24 @@ def _refresh_fast_paths() -> None:
     _FAST_UFUNC.clear()
     _SCALAR_UFUNC.clear()
     _FAST_FUNCTION.clear()
+    _LEAN_UNARY.clear()
+    _LEAN_BINARY.clear()
+    for uf, impl in _REG_LEAN.items():
+        if uf not in replaced:
+            (_LEAN_UNARY if uf.nin == 1 else _LEAN_BINARY)[uf] = impl
     for uf, impl in _REG_UFUNC.items():
         if uf not in replaced:
             _FAST_UFUNC[uf] = impl
             if uf in _REG_SCALAR:
                 _SCALAR_UFUNC[uf] = _REG_SCALAR[uf]
+    _FAST_DIRECT.clear()
     for fn, impl in _REG_FUNCTION.items():
         if fn not in replaced:
             _FAST_FUNCTION[fn] = impl
+            if fn in _REG_DIRECT:
+                _FAST_DIRECT[fn] = _REG_DIRECT[fn]
+    for uf, cell in _LEAN_CELLS.items():
+        cell[0] = _LEAN_BINARY.get(uf)
     _STALE[0] = False
 
 
@@ -317,6 +355,12 @@ class Dual(Traced, NumpyOverloads):
                     y = ufunc(v)
                     dy = sr[1](v, y)[0]
                     return _new_scalar(y, 0.0 if dy is None else dy * d, self.tag)
+            if len(inputs) == 1 and not _STALE[0]:
+                lean = _LEAN_UNARY.get(ufunc)
+                if lean is not None:
+                    r = lean(self)
+                    if r is not None:
+                        return r
             return _call_ufunc(ufunc, inputs)
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
@@ -326,9 +370,14 @@ class Dual(Traced, NumpyOverloads):
         normalized = normalize_arguments(args)
         if normalized is not None:  # foreign arrays, object arrays of traced values
             return apply_operator(Method.instance(func), args, kwargs)
-        impl = _FAST_FUNCTION.get(func)
-        if impl is not None and _dual_is_innermost(args, kwargs):
-            return impl(args, kwargs)
+        impl = _FAST_DIRECT.get(func)
+        if impl is not None:
+            if _dual_is_innermost(args, kwargs):
+                return impl(*args, **kwargs)
+        else:
+            impl = _FAST_FUNCTION.get(func)
+            if impl is not None and _dual_is_innermost(args, kwargs):
+                return impl(args, kwargs)
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
     # -- Python operators: the ufunc's fast path, else its rule (set below) -----------------
@@ -369,8 +418,37 @@ class Dual(Traced, NumpyOverloads):
     def __imatmul__(self, other: Any) -> Any:
         return self._inplace(self @ other)
 
+    # -- indexing: the getitem rule's fast path, else its rule ---------------------------
+    def __getitem__(self, key: Any) -> Any:
+        if _STALE[0]:
+            _refresh_fast_paths()
+        impl = _FAST_DIRECT.get(_GETITEM)
+        if impl is not None and (type(key) in _PLAIN_KEYS or _dual_is_innermost((self, key))):
+            return impl(self, key)
+        return NumpyOverloads.__getitem__(self, key)
+
     # -- writing into preallocated arrays ---------------------------------------------
     def __setitem__(self, key: Any, item: Any) -> None:
+        # the common case first: plain writable arrays, an item of this tag or a number
+        v, p = self.value, self._p
+        if type(v) is np.ndarray and type(p) is np.ndarray and v.ndim:
+            ti = type(item)
+            if ti is Dual:
+                ip = item._p
+                iv = item.value
+                if item.tag is self.tag and type(ip) is np.ndarray \
+                        and (type(iv) is np.ndarray or type(iv) is np.float64) \
+                        and ip.shape[-1] == p.shape[-1]:
+                    if v.flags.writeable and p.flags.writeable:
+                        v[key] = item.value
+                        p[partials_key(key)] = ip
+                        return
+            elif ti is float or ti is int or ti is np.float64 or (
+                    ti is np.ndarray and item.dtype.kind in "fiub"):
+                if v.flags.writeable and p.flags.writeable:
+                    v[key] = item
+                    p[partials_key(key)] = 0.0
+                    return
         _setitem(self, key, item)
 
 
@@ -403,6 +481,9 @@ def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
 
 
 _new = object.__new__
+# The function behind ``x[key]`` (the Python protocol), and keys that hold nothing traced.
+_GETITEM = operator.getitem
+_PLAIN_KEYS = frozenset((slice, int, type(Ellipsis), type(None)))
 
 
 def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
@@ -429,10 +510,23 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
                 y = ufunc(v)
                 d = sr[1](v, y)[0]
                 return Dual._scalar(y, 0.0 if d is None else d * x._d, x.tag)
+        lean = _LEAN_UNARY.get(ufunc)
+        if lean is not None:
+            r = lean(x)
+            if r is not None:
+                return r
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
-    elif _dual_is_innermost(inputs):
+    else:
+        if len(inputs) == 2:
+            lean = _LEAN_BINARY.get(ufunc)
+            if lean is not None:
+                r = lean(inputs[0], inputs[1])
+                if r is not None:
+                    return r
+        if not _dual_is_innermost(inputs):
+            return apply_operator(_operator_of(ufunc), inputs, {})
         if len(inputs) == 2:
             r = _scalar_binary(ufunc, inputs[0], inputs[1])
             if r is not None:
@@ -443,8 +537,11 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
         impl = _FAST_UFUNC.get(ufunc)
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
-    op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
-    return apply_operator(op, inputs, {})
+    return apply_operator(_operator_of(ufunc), inputs, {})
+
+
+def _operator_of(ufunc: Any) -> Operator:
+    return Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
 
 
 _NO_KWARGS: dict = {}
@@ -687,11 +784,23 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
 
 
 def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
+    # the lean path first (it returns None for calls it does not handle), else the rest
+    cell = _LEAN_CELLS.setdefault(ufunc, [None])
     if reflected:
         def method(self: Any, other: Any) -> Any:
+            lean = cell[0]
+            if lean is not None:
+                r = lean(other, self)
+                if r is not None:
+                    return r
             return _call_ufunc(ufunc, (other, self))
     else:
         def method(self: Any, other: Any) -> Any:
+            lean = cell[0]
+            if lean is not None:
+                r = lean(self, other)
+                if r is not None:
+                    return r
             return _call_ufunc(ufunc, (self, other))
     return method
 

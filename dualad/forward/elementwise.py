@@ -41,10 +41,12 @@ from .dual import (
     partials_at,
     register_fast_ufunc,
     register_forward,
+    register_lean_ufunc,
     register_scalar_ufunc,
     tangent_parts,
     value_at,
 )
+from .lean import lean_binary, lean_unary
 
 __all__ = ["elementwise_tangent", "register_rule_forward", "register_value_rule"]
 
@@ -196,6 +198,12 @@ def register_rule_forward(rule: Any) -> None:
         register_fast_ufunc(rule.function, impl)
         if not undefined and all(derivative_kind(d) != "refuse" for d in rule.expressions):
             register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+            nin = len(rule.arg_names)
+            if nin in (1, 2) and rule.function.nin == nin:
+                rk = dual_kernels.kernels_for(rule.function)
+                register_lean_ufunc(rule.function,
+                                    (lean_unary if nin == 1 else lean_binary)(rule, rk))
+
 
 
 def _refusing_undefined(rule: Any, impl: Callable[[tuple, dict], Any],

@@ -66,7 +66,7 @@ def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,),
             if ufunc:
                 register_fast_ufunc(f, fast)
             else:
-                register_fast_function(f, fast)
+                register_fast_function(f, fast, direct=impl)
         return impl
 
     return decorate

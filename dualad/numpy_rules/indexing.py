@@ -83,7 +83,10 @@ def _index_add_tangent(values: Any, key: Any, shape: Any) -> Any:
 
 @tangent_rule(operator.getitem)
 def _getitem(x: Any, key: Any) -> Any:
-    v = x.value
+    v, p = x.value, x._p
+    if type(v) is np.ndarray and type(p) is np.ndarray:  # the common case, first
+        return Dual._make(v[key], p[key if type(key) is slice or type(key) is int
+                                    else partials_key(key)], x.tag)
     if is_plain_array(v):
         return Dual._make(v[key], x.partials[partials_key(key)], x.tag)
     return Dual._make(operator.getitem(v, key),

@@ -432,6 +432,21 @@ if hasattr(np, "cumulative_prod"):
 @tangent_rule(np.sum)
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
          initial: Any = _NoValue, where: Any = _NoValue) -> Any:
+    v = a.value
+    p = a._p
+    if (type(v) is np.ndarray and type(p) is np.ndarray and dtype is None and out is None
+            and initial is _NoValue and where is _NoValue
+            and (axis is None or type(axis) is int) and v.dtype.kind == "f"):
+        # the common case: one plain float array, no options (np.sum's own wrapper skipped)
+        nd = v.ndim
+        if axis is None:
+            axes: Any = 0 if nd == 1 else tuple(range(nd))
+        elif -nd <= axis < nd:
+            axes = axis % nd
+        else:
+            axes = normalize_axes_in_order(axis, nd, "sum")
+        return Dual._make(np.add.reduce(v, axis=axis, keepdims=keepdims),
+                          np.add.reduce(p, axis=axes, keepdims=keepdims), a.tag)
     kw = {} if initial is _NoValue else {"initial": initial}
     if where is not _NoValue:  # a masked sum is the sum of the masked array
         return np.sum(np.where(where, a, 0.0), axis=axis, dtype=dtype, keepdims=keepdims, **kw)

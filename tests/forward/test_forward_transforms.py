@@ -7,7 +7,6 @@ import dualad as ad
 from dualad.derivatives.registry import register_tables, rules
 from dualad.forward import kernels as dual_kernels
 from dualad.forward.dual import Dual, Tag
-from dualad.forward.transforms import MAX_CHUNK, choose_chunk
 from dualad.gradcheck import numerical_jacobian
 
 pytest.importorskip("scipy.special")
@@ -111,14 +110,6 @@ def test_every_fused_kernel_equals_the_numpy_path(rule, kernels_on):
 
 
 # -- chunking ---------------------------------------------------------------------------------
-
-
-def test_choose_chunk_like_forwarddiff():
-    assert [choose_chunk(n) for n in (1, 5, 12)] == [1, 5, 12]
-    assert choose_chunk(13) == 7 and choose_chunk(24) == 12 and choose_chunk(25) == 9
-    assert choose_chunk(100) == 12 and choose_chunk(1000) == 12
-    assert choose_chunk(10, 3) == 3 and choose_chunk(2, 12) == 2
-    assert MAX_CHUNK == 12
 
 
 def _messy(x):
