@@ -34,6 +34,7 @@ from .core.errors import (
 )
 from .core.operators import Broadcasted, Method, Operator
 from .core.tracing import pause_recording, primitive
+from .core.trees import register_tree
 from .core.unbroadcast import unbroadcast
 from .derivatives.registry import define_rule
 from .forward.dual import Dual
@@ -74,6 +75,7 @@ __all__ = [
     "pause_recording",
     "primitive",
     "register",
+    "register_tree",
     "unbroadcast",
     "value",
     "value_and_grad",
@@ -81,3 +83,8 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __dir__() -> list[str]:
+    """The public API only (submodules stay importable: ``dualad.extend``, ...)."""
+    return sorted([*__all__, "__version__"])

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .core.arguments import Argnums, normalize_argnums
+from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_argnums
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten
 from .forward.transforms import jacobian_forward
@@ -30,11 +30,13 @@ MODES = ("auto", "forward", "reverse")
 
 
 def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
-             chunk: int | None = None) -> Callable[..., Any]:
+             chunk: int | None = None, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
 
     ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
-    or ``"auto"`` (forward when the input is not larger than the output).
+    or ``"auto"`` (forward when the input is not larger than the output). With
+    ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
+    ``(jacobian, aux)``.
 
     Example:
         >>> import numpy as np, dualad as ad
@@ -47,18 +49,21 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
         raise ValueError(f"jacobian: chunk={chunk!r}; give a positive int or None.")
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
+    guarded = guard_opaque_calls(f, fname)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = normalize_argnums(argnums, len(args), fname)
+        call = AuxOutput(guarded, fname) if has_aux else guarded
         chosen = mode
         if chosen == "auto":
-            chosen = _auto_mode(f, nums, args, kwargs)
+            chosen = _auto_mode(call, nums, args, kwargs)
         if chosen == "forward":
-            results = jacobian_forward(f, nums, args, kwargs, chunk, fname)
+            results = jacobian_forward(call, nums, args, kwargs, chunk, fname)
         else:
-            results = jacobian_reverse(f, nums, args, kwargs, fname)
-        return results[0] if single else tuple(results)
+            results = jacobian_reverse(call, nums, args, kwargs, fname)
+        jac = results[0] if single else tuple(results)
+        return (jac, call.aux()) if has_aux else jac  # type: ignore[union-attr]
 
     return wrapped
 
@@ -69,7 +74,8 @@ def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs
                for i in nums for leaf in tree_flatten(args[i])[0])
     with pause_recording():
         out = f(*args, **kwargs)
-    n_out = int(np.size(out)) if not isinstance(out, Traced) else out.size
+    n_out = sum(int(np.size(leaf)) if not isinstance(leaf, Traced) else leaf.size
+                for leaf in tree_flatten(out)[0])
     return "forward" if n_in <= n_out else "reverse"
 
 

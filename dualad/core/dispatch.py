@@ -23,10 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import plum
 
 from .errors import MissingRuleError
@@ -172,17 +174,35 @@ def _type_names(args: tuple[Any, ...]) -> str:
 
 
 def _function_label(op: Operator) -> str:
+    """How the user spells the function: ``np.sin``, ``scipy.special.gammainc``, ``f``."""
     f = getattr(op, "f", None)
     if f is None:
         return type(op).__name__
     owner = getattr(f, "__self__", None)
     name = getattr(f, "__name__", repr(f))
     if owner is not None and hasattr(owner, "nin"):
-        return f"np.{owner.__name__}.{name}"
+        return f"{_ufunc_namespace(owner)}.{owner.__name__}.{name}"
     module = getattr(f, "__module__", None)
-    if module in (None, "numpy") or hasattr(f, "nin"):
-        return f"np.{name}"
+    if hasattr(f, "nin"):
+        return f"{_ufunc_namespace(f)}.{name}"
+    if module is None or module == "numpy" or module.startswith("numpy."):
+        return f"np.{name}" if getattr(np, name, None) is f else f"{module}.{name}"
+    if module.startswith("scipy."):
+        public = module.split("._")[0]  # scipy.special._basic -> scipy.special
+        return f"{public}.{name}"
     return name
+
+
+def _ufunc_namespace(ufunc: Any) -> str:
+    """``np`` for numpy's ufuncs; the public module of another library's (scipy.special)."""
+    name = getattr(ufunc, "__name__", "")
+    if getattr(np, name, None) is ufunc:
+        return "np"
+    for module_name in ("scipy.special",):  # only when the user has imported it
+        module = sys.modules.get(module_name)
+        if module is not None and getattr(module, name, None) is ufunc:
+            return module_name
+    return "np"
 
 
 def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
@@ -192,7 +212,7 @@ def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
     names = [f"x{i}" if len(args) > 1 else "x" for i in range(len(args))]
     params = ", ".join(names)
     if mode == "reverse":
-        short = label.removeprefix("np.")
+        short = label.removeprefix("np.").removeprefix("scipy.special.")
         grads = ", ".join(f"grad * <d {short}/d {n}>" for n in names)
         method = (
             f"    @ad.gradient.dispatch\n"
@@ -226,11 +246,30 @@ _NEEDS_TANGENT_RULE: dict[type, bool] = {}
 
 
 def _gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any):
-    """Gradients of ``op(*args)`` for the reverse pass: one entry per positional argument.
+    """Reverse-mode rules: ``gradient(op, grad, output, *args, **kwargs)``.
 
-    Add a rule with ``@ad.gradient.dispatch`` on ``op: ad.Method[f]`` (or
-    ``ad.Broadcasted[f]``); it returns a tuple with one gradient per positional argument
-    (``None`` where there is none).
+    A backward pass calls it once per recorded call ``output = op(*args, **kwargs)``, with
+    ``grad`` the gradient arriving at ``output``; a rule returns a tuple with one gradient
+    per positional argument (``None`` for an argument that is not differentiable). Each
+    rule is a method for one function, chosen by the type of ``op``: ``ad.Method[f]`` for a
+    call of ``f``, ``ad.Broadcasted[f]`` for an elementwise (broadcasting) call.
+    ``ad.gradient.methods`` lists the rules.
+
+    Add one with ``@ad.gradient.dispatch`` (a user's rule wins over dualad's own):
+
+        >>> import numpy as np, dualad as ad
+        >>> @ad.primitive
+        ... def softplus(x):
+        ...     return np.log1p(np.exp(x))
+        >>> @ad.gradient.dispatch
+        ... def gradient(op: ad.Method[softplus], grad, output, x):
+        ...     return (grad / (1.0 + np.exp(-x)),)
+        >>> float(ad.grad(softplus)(0.0))
+        0.5
+
+    Forward mode has its own rules (methods of ``ad.forward`` for ``ad.Dual`` arguments);
+    for an elementwise function ``ad.define_rule(f, args=("x",), derivatives=("...",))``
+    adds both in one line.
     """
     if _load_more_rules():
         return gradient(op, grad, output, *args, **kwargs)
@@ -238,10 +277,29 @@ def _gradient(op: Operator, grad: Any, output: Any, *args: Any, **kwargs: Any):
 
 
 def _forward(op: Operator, *args: Any, **kwargs: Any):
-    """Evaluate ``op(*args, **kwargs)``; tangent rules are methods of this for ``Dual`` arguments.
+    """Evaluation and forward-mode rules: ``forward(op, *args, **kwargs)``.
 
-    Add a forward-mode rule with ``@ad.forward.dispatch`` on ``op: ad.Method[f]`` and
-    ``ad.Dual`` arguments; it returns the Dual result.
+    ``forward(op, *args)`` evaluates a recorded call; its methods for ``ad.Dual`` arguments
+    are the forward-mode (tangent) rules: a rule returns the ``ad.Dual`` result, whose
+    ``partials`` (shape ``value.shape + (k,)``) carry ``k`` directions at once. Each rule is
+    a method for one function, chosen by the type of ``op`` (``ad.Method[f]`` or
+    ``ad.Broadcasted[f]``). ``ad.forward(node)`` re-evaluates a ``CachedNode``'s graph.
+
+    Add a rule with ``@ad.forward.dispatch``:
+
+        >>> import numpy as np, dualad as ad
+        >>> @ad.primitive
+        ... def cube(x):
+        ...     return x ** 3
+        >>> @ad.forward.dispatch
+        ... def forward(op: ad.Method[cube], x: ad.Dual):
+        ...     d = 3 * x.value ** 2
+        ...     return ad.Dual(x.value ** 3, d[..., None] * x.partials, x.tag)
+        >>> float(ad.derivative(cube)(2.0))
+        12.0
+
+    Reverse mode has its own rules (``ad.gradient``); for an elementwise function
+    ``ad.define_rule`` adds both.
     """
     for a in args:
         t = type(a)
