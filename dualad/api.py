@@ -22,7 +22,7 @@ from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_ar
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten
 from .forward.transforms import jacobian_forward
-from .reverse.transforms import grad, jacobian_reverse
+from .reverse.transforms import jacobian_reverse, named_grad
 
 __all__ = ["jacobian", "hessian"]
 
@@ -89,4 +89,5 @@ def hessian(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
         >>> ad.hessian(lambda x, y: x * y ** 2, argnums=1)(2.0, 3.0)
         array(4.)
     """
-    return jacobian(grad(f, argnums), argnums, mode="forward")
+    fname = f"hessian({getattr(f, '__name__', 'f')})"
+    return jacobian(named_grad(f, argnums, fname, "hessian"), argnums, mode="forward")

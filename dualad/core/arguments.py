@@ -29,6 +29,7 @@ __all__ = [
     "AuxOutput",
     "as_differentiable",
     "check_output",
+    "describe",
     "guard_opaque_calls",
     "is_differentiable_output",
     "normalize_argnums",
@@ -170,18 +171,17 @@ class AuxOutput:
         result = self.f(*args, **kwargs)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             what = (f"a {type(result).__name__} of length {len(result)}"
-                    if isinstance(result, (tuple, list)) else type(result).__name__)
+                    if isinstance(result, (tuple, list)) else describe(result))
             raise ValueError(
                 f"{self.fname}: has_aux=True, so the function must return a pair "
                 f"(output, aux), but it returned {what}. Return `output, aux` (aux: any "
                 f"tree of values to hand back undifferentiated), or drop has_aux=True."
             )
-        if not self._aux:
-            self._aux.append(result[1])
+        self._aux[:] = [result[1]]  # the last call's (a traced one: see ``aux``)
         return result[0]
 
     def aux(self) -> Any:
-        """The ``aux`` of the first call, as plain values (this transform's tracing removed)."""
+        """The ``aux`` of the last call, as plain values (this transform's tracing removed)."""
         if not self._aux:
             return None
         mark = self.mark
@@ -225,3 +225,19 @@ def guard_opaque_calls(f: Any, fname: str) -> Any:
             ) from e
 
     return call
+
+
+def describe(x: Any) -> str:
+    """``x`` in the user's words: traced values are arrays to them, not graph nodes or Duals.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> describe(ad.Variable(np.ones(2))), describe(2.0), describe("a")
+        ('an array of shape (2,)', 'a number', 'a str')
+    """
+    if isinstance(x, (Traced, np.ndarray)):
+        shape = x.shape
+        return "a number (0-d array)" if shape == () else f"an array of shape {shape}"
+    if isinstance(x, (int, float, complex, np.number)) and not isinstance(x, bool):
+        return "a number"
+    return f"a {type(x).__name__}"

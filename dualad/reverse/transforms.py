@@ -33,7 +33,7 @@ from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .backward import reverse_pass
 from .graph import AbstractNode, Variable
 
-__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse"]
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse", "named_grad"]
 
 class _Inputs:
     """Differentiated arguments replaced by Variables of one fresh level."""
@@ -166,7 +166,13 @@ def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
         >>> g, aux
         (array(6.), {'x2': array(9.)})
     """
-    vg = _value_and_grad(f, argnums, has_aux, f"grad({_name(f)})", "grad")
+    return named_grad(f, argnums, f"grad({_name(f)})", "grad", has_aux=has_aux)
+
+
+def named_grad(f: Callable[..., Any], argnums: Argnums, fname: str, transform: str, *,
+               has_aux: bool = False) -> Callable[..., Any]:
+    """``grad(f, argnums)`` whose errors name ``fname`` (e.g. ``hessian(f)``, built on it)."""
+    vg = _value_and_grad(f, argnums, has_aux, fname, transform)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
