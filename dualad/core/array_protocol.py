@@ -326,8 +326,7 @@ def _object_loop_method(ufunc: np.ufunc) -> Any:
 
 # numpy evaluates a unary ufunc on an object array by calling the method of that name
 # on each element, so traced values inside np.array([...]) keep working.
-for _name in dir(np):
-    _ufunc = getattr(np, _name)
+for _name, _ufunc in list(vars(np).items()):  # not getattr: it would import np.f2py, np.ma ...
     if (isinstance(_ufunc, np.ufunc) and _ufunc.nin == 1 and _ufunc.nout == 1
             and not hasattr(NumpyOverloads, _ufunc.__name__)):
         setattr(NumpyOverloads, _ufunc.__name__, _object_loop_method(_ufunc))

@@ -1,9 +1,9 @@
 """The multiple-dispatch functions every rule extends: ``forward``, ``gradient``, ``backward``.
 
-Each is a :class:`RuleFunction`: a :class:`plum.Function` of dualad's own
-:class:`plum.Dispatcher` (so rules never merge with same-named functions of other
-libraries), reached through plum's public API only, plus a cache of the method resolved
-for each tuple of argument types. The cache is emptied whenever a method is added, so a
+Each is a :class:`RuleFunction`: :class:`plum.Function`\ s of dualad's own (one per
+operator class, so rules never merge with same-named functions of other libraries and
+plum resolves only the methods a program uses), reached through plum's public API only,
+plus a cache of the method resolved for each tuple of argument types. The cache is emptied whenever a method is added, so a
 rule registered at any time takes effect at once; listeners (forward mode's fast paths)
 hear of every rule a user adds. Extend the functions with ``@gradient.dispatch`` and
 ``@forward.dispatch``; dispatch happens on the operator type (``Method[f]`` /
@@ -23,8 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +44,6 @@ __all__ = [
     "missing_rule_message",
     "register_rule_loader",
 ]
-
-_dispatcher = plum.Dispatcher()
 
 # Called when a call finds only a catch-all method: each loader may register more rules
 # (e.g. the scipy.special table, once scipy.special has been imported) and returns
@@ -66,16 +66,50 @@ def catch_all(method: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
+_GENERIC = "generic"  # the bucket of methods not written for one operator class
+
+
+def _bucket_of(first: Any) -> Any:
+    """The operator class a method's first annotation names (``Method[f]``), or generic.
+
+    Operator classes made by ``Method[f]`` / ``Broadcasted[f]`` are exact types (one per
+    function), so their methods only ever match calls of that class.
+    """
+    if isinstance(first, type) and issubclass(first, Operator) and "f" in first.__dict__:
+        return first
+    return _GENERIC
+
+
+def _first_annotation(method: Callable[..., Any]) -> Any:
+    """The (evaluated) annotation of ``method``'s first parameter, or ``None``."""
+    try:
+        params = list(inspect.signature(method).parameters.values())
+        if not params or params[0].kind not in (params[0].POSITIONAL_ONLY,
+                                                params[0].POSITIONAL_OR_KEYWORD):
+            return None
+        annotation = params[0].annotation
+        if isinstance(annotation, str):
+            annotation = typing.get_type_hints(method).get(params[0].name)
+        return None if annotation is inspect.Parameter.empty else annotation
+    except Exception:  # noqa: BLE001 - unresolvable: treat as generic (always correct)
+        return None
+
+
 class RuleFunction:
     """A rule function: plum multiple dispatch with a per-type-tuple method cache.
 
     ``.dispatch`` registers a method from its annotations (a user's rule);
     ``.register(method, signature)`` registers one with an explicit
     :class:`plum.Signature` (``builtin=True`` for dualad's own rules).
+
+    Methods are kept per operator class: each ``Method[f]`` / ``Broadcasted[f]`` gets its
+    own :class:`plum.Function` (its methods plus the generic ones), built when a call of
+    that class first needs it. plum then resolves only the few methods of the functions a
+    program uses, not hundreds at its first call.
     """
 
     def __init__(self, default: Callable[..., Any]) -> None:
-        self._function = _dispatcher(catch_all(default))
+        self._default = catch_all(default)
         self.__name__ = default.__name__
         self.__qualname__ = default.__name__
         self.__doc__ = default.__doc__
@@ -84,9 +118,15 @@ class RuleFunction:
         self._lock = threading.RLock()
         self._builtin: set[int] = set()
         self._keep: list[Callable[..., Any]] = []  # builtin methods stay alive: ids stay unique
+        # bucket -> [(method, signature or None (from annotations), precedence)]
+        self._entries: dict[Any, list[tuple[Callable[..., Any], Any, int]]] = {
+            _GENERIC: [(self._default, None, 0)]}
+        self._functions: dict[Any, plum.Function] = {}  # bucket -> its plum function
+        self._user_buckets: set[Any] = set()
 
     def __repr__(self) -> str:
-        return f"<dualad rule function {self.__name__} with {len(self.methods)} method(s)>"
+        count = sum(len(entries) for entries in self._entries.values())
+        return f"<dualad rule function {self.__name__} with {count} method(s)>"
 
     # -- registering ------------------------------------------------------------------------
     def dispatch(self, method: Callable[..., Any] | None = None, *,
@@ -97,20 +137,45 @@ class RuleFunction:
         """
         if method is None:
             return lambda m: self.dispatch(m, precedence=precedence)
-        with self._lock:
-            self._function.dispatch(method, precedence=precedence)
-            self._changed()
+        self._add(_bucket_of(_first_annotation(method)), (method, None, precedence), False)
         return self
 
     def register(self, method: Callable[..., Any], signature: plum.Signature, *,
                  precedence: int = 0, builtin: bool = False) -> None:
         """Add ``method`` for ``signature``; ``builtin`` marks dualad's own rules."""
+        types = signature.types
+        bucket = _bucket_of(types[0]) if types else _GENERIC
+        self._add(bucket, (method, signature, precedence), builtin)
+
+    def _add(self, bucket: Any, entry: tuple[Callable[..., Any], Any, int],
+             builtin: bool) -> None:
         with self._lock:
             if builtin:
-                self._builtin.add(id(method))
-                self._keep.append(method)
-            self._function.register(method, signature, precedence=precedence)
+                self._builtin.add(id(entry[0]))
+                self._keep.append(entry[0])
+            else:
+                self._user_buckets.add(bucket)
+            self._entries.setdefault(bucket, []).append(entry)
+            targets = self._functions.values() if bucket is _GENERIC else \
+                [f for f in (self._functions.get(bucket),) if f is not None]
+            for function in targets:
+                _register(function, entry)
             self._changed()
+
+    def _function_for(self, bucket: Any) -> plum.Function:
+        function = self._functions.get(bucket)
+        if function is None:
+            with self._lock:
+                function = self._functions.get(bucket)
+                if function is None:
+                    function = plum.Function(self._default)
+                    entries = self._entries[_GENERIC]  # the catch-all first
+                    if bucket is not _GENERIC:
+                        entries = entries + self._entries.get(bucket, [])
+                    for entry in entries:
+                        _register(function, entry)
+                    self._functions[bucket] = function
+        return function
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration (it re-derives what it cached)."""
@@ -125,10 +190,25 @@ class RuleFunction:
         """Whether ``method`` (a :class:`plum.Method`) is one of dualad's own rules."""
         return id(method.implementation) in self._builtin
 
+    def _methods_of(self, buckets: Any) -> list[Any]:
+        methods = []
+        for bucket in buckets:
+            for m in self._function_for(bucket).methods:
+                types = m.signature.types
+                if bucket is _GENERIC or (types and types[0] is bucket):
+                    methods.append(m)
+        return methods
+
     @property
     def methods(self) -> list[Any]:
         """Every registered method (:class:`plum.Method`: ``.signature``, ``.implementation``)."""
-        return list(self._function.methods)
+        return self._methods_of(list(self._entries))
+
+    @property
+    def user_methods(self) -> list[Any]:
+        """The methods users added (not dualad's own), without resolving all the others."""
+        buckets = [_GENERIC, *(b for b in self._user_buckets if b is not _GENERIC)]
+        return [m for m in self._methods_of(buckets) if not self.is_builtin(m)]
 
     # -- calling ------------------------------------------------------------------------------
     def resolve(self, types: tuple[type, ...]) -> Callable[..., Any]:
@@ -142,7 +222,8 @@ class RuleFunction:
         return impl
 
     def _lookup(self, types: tuple[type, ...]) -> Callable[..., Any]:
-        method, _ = self._function.resolve_method(plum.Signature(*types))
+        bucket = types[0] if types and types[0] in self._entries else _GENERIC
+        method, _ = self._function_for(bucket).resolve_method(plum.Signature(*types))
         return method
 
     def has_rule(self, types: tuple[type, ...]) -> bool:
@@ -167,6 +248,14 @@ class RuleFunction:
         except KeyError:
             impl = self.resolve(types)
         return impl(*args, **kwargs)
+
+
+def _register(function: plum.Function, entry: tuple[Callable[..., Any], Any, int]) -> None:
+    method, signature, precedence = entry
+    if signature is None:
+        function.dispatch(method, precedence=precedence)
+    else:
+        function.register(method, signature, precedence=precedence)
 
 
 def _type_names(args: tuple[Any, ...]) -> str:
