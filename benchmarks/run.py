@@ -26,6 +26,7 @@ NAMES = [
     "memory",
     "kernels",
     "import_time",
+    "first_call",
 ]
 THREAD_VARS = (
     "OMP_NUM_THREADS",
