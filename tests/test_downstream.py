@@ -11,10 +11,11 @@ import importlib.util
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 pytestmark = pytest.mark.packaging
 

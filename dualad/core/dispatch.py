@@ -1,6 +1,6 @@
 """The multiple-dispatch functions every rule extends: ``forward``, ``gradient``, ``backward``.
 
-Each is a :class:`RuleFunction`: :class:`plum.Function`\ s of dualad's own (one per
+Each is a :class:`RuleFunction`: plum functions of dualad's own (one per
 operator class, so rules never merge with same-named functions of other libraries and
 plum resolves only the methods a program uses), reached through plum's public API only,
 plus a cache of the method resolved for each tuple of argument types. The cache is emptied whenever a method is added, so a

@@ -9,7 +9,7 @@ Example:
     >>> import numpy as np, dualad as ad
     >>> from dualad_downstream import logsumexp
     >>> x = np.array([1000.0, 1000.0])
-    >>> float(logsumexp(x)) - 1000.0 == float(np.log(2.0))
+    >>> round(float(logsumexp(x)) - 1000.0, 12) == round(float(np.log(2.0)), 12)
     True
     >>> ad.grad(logsumexp)(x)
     array([0.5, 0.5])
