@@ -27,6 +27,7 @@ NAMES = [
     "kernels",
     "import_time",
     "first_call",
+    "ensemble",
 ]
 THREAD_VARS = (
     "OMP_NUM_THREADS",

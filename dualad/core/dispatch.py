@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
+import types
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -156,6 +157,8 @@ class RuleFunction:
             else:
                 self._user_buckets.add(bucket)
             self._entries.setdefault(bucket, []).append(entry)
+            if not builtin and bucket is not _GENERIC:
+                _travel_with_function(self.__name__, bucket, entry)
             targets = self._functions.values() if bucket is _GENERIC else \
                 [f for f in (self._functions.get(bucket),) if f is not None]
             for function in targets:
@@ -248,6 +251,52 @@ class RuleFunction:
         except KeyError:
             impl = self.resolve(types)
         return impl(*args, **kwargs)
+
+
+class PortableRules:
+    """The rules users wrote for a primitive, kept on it so they travel when it is pickled.
+
+    ``cloudpickle`` sends a function defined in ``__main__`` (a script, a notebook) by
+    value, with its attributes; unpickling this attribute registers the rules again, for
+    the operator of the unpickled function, in the receiving process (a ``dask``
+    worker, a ``multiprocessing`` child).
+    """
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+        self.entries: list[tuple[str, Any, tuple[Callable[..., Any], Any, int]]] = []
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        portable = []
+        for name, bucket, (method, signature, precedence) in self.entries:
+            if signature is None:
+                signature = plum.Signature.from_callable(method)
+            varargs = signature.varargs if signature.has_varargs else None
+            portable.append((name, bucket.__mro__[1], method, tuple(signature.types[1:]),
+                             varargs, precedence))
+        return (_restore_rules, (self.f, portable))
+
+
+def _travel_with_function(name: str, bucket: Any, entry: tuple) -> None:
+    f = bucket.f
+    if not isinstance(f, types.FunctionType) or not hasattr(f, "__dualad_operator__"):
+        return  # only primitives: numpy's functions exist in every process anyway
+    rules = f.__dict__.get("__dualad_rules__")
+    if rules is None:
+        rules = f.__dict__["__dualad_rules__"] = PortableRules(f)
+    rules.entries.append((name, bucket, entry))
+
+
+def _restore_rules(f: Callable[..., Any], portable: list[tuple]) -> PortableRules:
+    # Runs while ``f`` is being unpickled (before its attributes are set): the rules are
+    # registered for the operator of the new ``f`` and kept for its next trip.
+    rules = PortableRules(f)
+    for name, family, method, rest, varargs, precedence in portable:
+        signature = plum.Signature(family[f], *rest, varargs=varargs) if varargs is not None \
+            else plum.Signature(family[f], *rest)
+        _RULE_FUNCTIONS[name].register(method, signature, precedence=precedence)
+        rules.entries.append((name, family[f], (method, signature, precedence)))
+    return rules
 
 
 def _register(function: plum.Function, entry: tuple[Callable[..., Any], Any, int]) -> None:
@@ -422,3 +471,5 @@ gradient = RuleFunction(_gradient)
 forward = RuleFunction(_forward)
 #: ``backward(node, seed=None)``: the reverse pass from a graph node.
 backward = RuleFunction(_backward)
+
+_RULE_FUNCTIONS = {"gradient": gradient, "forward": forward, "backward": backward}
