@@ -12,7 +12,10 @@ The package is layered; each layer imports only the ones below it:
   :mod:`dualad.gradcheck`: the user API;
 * :mod:`dualad.numpy_rules`: the derivative rules of numpy, one file per family;
 * :mod:`dualad.extend`: the rule writer's API (all that rules use);
-* :mod:`dualad.forward` and :mod:`dualad.reverse`: the two modes, independent of each other;
+* :mod:`dualad.sparse`: sparse Jacobians and Hessians (colouring, compressed passes);
+* :mod:`dualad.forward` and :mod:`dualad.reverse`: the two modes, and
+  :mod:`dualad.sparsity`: the index sets that sparsity detection traces; independent of
+  each other;
 * :mod:`dualad.derivatives`: the rule tables, their language and registry;
 * :mod:`dualad.core`: operators, dispatch, tracing, numpy's protocols, trees, errors.
 """
@@ -43,6 +46,7 @@ from .gradcheck import gradcheck
 from .reverse.graph import AbstractNode, CachedNode, LeafNode, Node, Variable, register
 from .reverse.transforms import grad, value_and_grad, vjp
 from .scipy_dropins import ode_jacobian
+from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jacobian
 
 __all__ = [
     "AbstractNode",
@@ -62,6 +66,7 @@ __all__ = [
     "TagMismatchError",
     "Variable",
     "backward",
+    "color_columns",
     "define_rule",
     "derivative",
     "forward",
@@ -70,12 +75,15 @@ __all__ = [
     "gradient",
     "hessian",
     "jacobian",
+    "jacobian_sparsity",
     "jvp",
     "ode_jacobian",
     "pause_recording",
     "primitive",
     "register",
     "register_tree",
+    "sparse_hessian",
+    "sparse_jacobian",
     "unbroadcast",
     "value",
     "value_and_grad",

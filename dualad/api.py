@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import njit as _njit
 from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_argnums
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten
@@ -44,6 +45,8 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         array([[ 1.38177329,  0.        ],
                [ 0.90929743, -0.41614684]])
     """
+    if _njit.is_njit(f) and not has_aux:  # a numba.njit function: compiled dual numbers
+        return _njit.jacobian(f, argnums, chunk=chunk)
     if mode not in MODES:
         raise ValueError(f"jacobian: mode={mode!r}; use 'forward', 'reverse' or 'auto'.")
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):

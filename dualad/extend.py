@@ -83,6 +83,7 @@ from .forward.dual import (
     dual_result,
     innermost_tag,
     partials_at,
+    partials_key,
     tangent_parts,
     value_at,
     zero_partials,
@@ -101,6 +102,15 @@ from .reverse.graph import (
     register_write_rule,
 )
 from .reverse.rules import gradient_rule
+from .sparsity.flows import (
+    declare_allocation,
+    declare_composite,
+    declare_contraction,
+    declare_elementwise,
+    declare_index_map,
+    declare_reduction,
+    declare_scan,
+)
 
 __all__ = [
     # dispatch: the rule functions and the operator traits they dispatch on
@@ -132,6 +142,7 @@ __all__ = [
     "innermost_tag",
     "value_at",
     "partials_at",
+    "partials_key",
     "dual_result",
     "zero_partials",
     # reverse mode: graph objects and hooks for functions that write or alias
@@ -157,6 +168,14 @@ __all__ = [
     "tree_unflatten",
     "tree_map",
     "register_tree",
+    # sparsity detection: how each family's entries flow
+    "declare_allocation",
+    "declare_composite",
+    "declare_contraction",
+    "declare_elementwise",
+    "declare_index_map",
+    "declare_reduction",
+    "declare_scan",
     # errors
     "DualadError",
     "MissingRuleError",

@@ -24,18 +24,33 @@ from typing import Any
 
 import numpy as np
 
+from . import njit as _njit
 from .api import jacobian
+from .sparse.ode import ode_sparsity, sparse_ode_jacobian
 
 __all__ = ["ode_jacobian"]
 
 
 def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
-                 chunk: int | None = None) -> Callable[..., np.ndarray]:
+                 chunk: int | None = None, sparse: bool = False) -> Callable[..., np.ndarray]:
     """For a right-hand side ``f(t, y, *args)``, the ``jac(t, y, *args)`` of ``solve_ivp``.
 
     The result is the dense Jacobian ``df/dy`` of shape ``(n, n)``; ``t`` and ``args`` pass
     through undifferentiated. ``mode`` and ``chunk`` are those of :func:`dualad.jacobian`.
+    With ``sparse=True`` it is a ``scipy.sparse.csr_array`` from compressed passes (see
+    :func:`dualad.sparse.sparse_jacobian`). ``jac.sparsity(t0, y0, *args)`` gives the
+    boolean pattern for ``solve_ivp(..., jac_sparsity=)``.
     """
+    if _njit.is_njit(f):  # a numba.njit right-hand side: compiled dual numbers
+        if sparse:
+            raise ValueError(
+                "ode_jacobian(f, sparse=True): f is a numba.njit function, whose Jacobian is "
+                "computed densely by compiled dual numbers; drop sparse=True, or pass the "
+                "plain numpy function (f.py_func) for a sparse Jacobian."
+            )
+        return _njit.ode_jacobian(f, chunk=chunk)
+    if sparse:
+        return sparse_ode_jacobian(f, mode=mode)
 
     def rhs_of_y(y: Any, t: Any, *args: Any) -> Any:
         return f(t, y, *args)
@@ -49,4 +64,10 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
         n = y.size
         return result.reshape(np.size(result) // max(n, 1), n) if result.ndim != 2 else result
 
+    def sparsity(t0: Any, y0: Any, *args: Any) -> Any:
+        """The boolean pattern of ``df/dy`` at ``(t0, y0)``, for ``jac_sparsity=``."""
+
+        return ode_sparsity(f)(t0, y0, *args)
+
+    jac.sparsity = sparsity  # type: ignore[attr-defined]
     return jac

@@ -56,6 +56,7 @@ __all__ = [
     "register_scalar_ufunc",
     "register_forward",
     "dual_signatures",
+    "partials_key",
 ]
 
 
@@ -584,7 +585,7 @@ def dual_result(value: Any, partials: Any, tag: Tag | None) -> Any:
 # -- setitem ----------------------------------------------------------------------------
 
 
-def _partials_key(key: Any) -> Any:
+def partials_key(key: Any) -> Any:
     """``key`` for the partials (the trailing ``k`` axis stays whole)."""
     if type(key) is tuple and any(p is Ellipsis for p in key):
         return key + (slice(None),)
@@ -633,7 +634,7 @@ def _setitem(target: Dual, key: Any, item: Any) -> None:
         target._p = target._p.copy()
     if isinstance(target.value, np.ndarray) and not target.value.flags.writeable:
         target.value = target.value.copy()
-    pkey = _partials_key(key)
+    pkey = partials_key(key)
     if isinstance(item, Dual) and item.tag is tag:
         if item.k != target.k:
             raise ShapeError(

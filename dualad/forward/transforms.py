@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import njit as _njit
 from ..core.arguments import (
     AuxOutput,
     as_differentiable,
@@ -103,6 +104,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
         >>> ad.jvp(lambda x, y: x * y, (2.0, 3.0), (1.0, 0.0))
         (array(6.), array(3.))
     """
+    if _njit.is_njit(f) and not has_aux:  # a numba.njit function: compiled dual numbers
+        return _njit.jvp(f, primals, tangents)
     fname = f"jvp({getattr(f, '__name__', 'f')})"
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError(
@@ -169,6 +172,8 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
         >>> ad.derivative(lambda x: np.array([x, x ** 2]))(3.0)
         array([1., 6.])
     """
+    if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
+        return _njit.derivative(f)
     fname = f"derivative({getattr(f, '__name__', 'f')})"
     call = guard_opaque_calls(f, fname)
 

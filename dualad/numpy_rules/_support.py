@@ -23,6 +23,7 @@ from ..extend import (
     Dual,
     MissingRuleError,
     Traced,
+    declare_composite,
     gradient_rule,
     innermost_tag,
     shape_of,
@@ -188,3 +189,4 @@ def composite_rules(func: Any, impl: Callable[..., Any],
     grad_impl.__name__ = tangent_impl.__name__ = f"_{func.__name__}"
     gradient_rule(func)(grad_impl)
     tangent_rule(func, duals="any")(tangent_impl)
+    declare_composite(func, impl)  # sparsity detection traces through impl too

@@ -23,14 +23,16 @@ import numpy as np
 from ..extend import (
     Dual,
     Method,
+    declare_index_map,
     gradient,
+    partials_key,
     primitive,
     shape_of,
     unbroadcast,
 )
 from ._support import is_plain_array, tangent_rule
 
-__all__ = ["gather_gradient", "gather_tangent", "index_add", "index_map", "partials_key"]
+__all__ = ["gather_gradient", "gather_tangent", "index_add", "index_map"]
 
 
 def _is_basic(key: Any) -> bool:
@@ -65,15 +67,6 @@ def _index_add_gradient(op: Method[index_add], grad: Any, output: Any, values: A
     if shape_of(g) != vs:
         g = unbroadcast(g, vs) if len(shape_of(g)) != len(vs) or 1 in vs else np.reshape(g, vs)
     return (g, None, None)
-
-
-def partials_key(key: Any) -> Any:
-    """``key`` for partials (the trailing direction axis stays whole)."""
-    if type(key) is tuple and any(p is Ellipsis for p in key):
-        return key + (slice(None),)
-    if key is Ellipsis:
-        return (Ellipsis, slice(None))
-    return key
 
 
 @tangent_rule(index_add)
@@ -146,3 +139,8 @@ def gather_tangent(p: Any, index: np.ndarray) -> Any:
         return flat[index]
     out = flat[np.where(valid, index, 0)]
     return out * valid[..., None]
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+
+declare_index_map(operator.getitem)

@@ -27,6 +27,7 @@ import numpy as np
 from ..extend import (
     Dual,
     Traced,
+    declare_index_map,
     innermost_tag,
     lift_object_array,
     register_function_hook,
@@ -292,14 +293,9 @@ def _joined_parts(arrays: Any) -> tuple[Any, list[Any], list[Any]]:
     items = [_lift(x) for x in arrays]
     tag = innermost_tag(items)
     k = next(x.k for x in items if isinstance(x, Dual) and x.tag is tag)
-    values, partials = [], []
-    for x in items:
-        if isinstance(x, Dual) and x.tag is tag:
-            values.append(x.value)
-            partials.append(x.partials)
-        else:
-            values.append(x)
-            partials.append(np.zeros(shape_of(x) + (k,)))
+    values, partials = split_duals(items, tag)
+    partials = [np.zeros(shape_of(v) + (k,)) if p is None else p
+                for v, p in zip(values, partials)]
     return tag, values, partials
 
 
@@ -332,3 +328,13 @@ def _stack(arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
     ax = normalize_axes_in_order(axis, ndim_of(values[0]) + 1, "stack")[0]
     v = np.stack(values, axis=ax, **kwargs)
     return Dual._make(v, np.stack(partials, axis=ax), tag)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# Joining and splitting only move entries; constants joined in depend on nothing.
+
+declare_index_map(
+    np.concatenate, np.stack, np.hstack, np.vstack, np.dstack, np.column_stack, np.block,
+    np.split, np.array_split, np.hsplit, np.vsplit,
+)
+declare_index_map(np.append, data=(0, 1))

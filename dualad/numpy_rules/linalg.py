@@ -42,6 +42,7 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_reduction,
     innermost_tag,
     shape_of,
     unbroadcast,
@@ -819,3 +820,9 @@ _norm_rules(np.linalg.norm, _norm_params)
 if hasattr(np.linalg, "vector_norm"):
     _norm_rules(np.linalg.vector_norm, _vector_norm_params, "vector")
     _norm_rules(np.linalg.matrix_norm, _matrix_norm_params)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# A norm reduces its axes (all of them by default); the entries meet nonlinearly.
+
+declare_reduction(np.linalg.norm, second_order=True, axis_at=2)

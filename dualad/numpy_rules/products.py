@@ -29,6 +29,8 @@ import numpy as np
 from ..extend import (
     Dual,
     Method,
+    declare_composite,
+    declare_contraction,
     gradient,
     gradients_needed,
     innermost_tag,
@@ -459,3 +461,11 @@ def _dot(a: Any, b: Any, out: Any = None) -> Any:
         term = np.tensordot(av, bp, axes=([na - 1], [nb - 2]))
         acc = term if acc is None else acc + term
     return Dual._make(y, acc, tag)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+
+declare_contraction(np.matmul, np.dot)
+declare_composite(np.outer, lambda a, b, out=None: np.ravel(a)[:, None] * np.ravel(b)[None, :])
+declare_composite(np.vdot, lambda a, b: np.sum(np.ravel(a) * np.ravel(b)))
+declare_composite(np.trace, lambda a, offset=0, axis1=0, axis2=1, dtype=None, out=None:
+                  np.sum(np.diagonal(a, offset, axis1, axis2), axis=-1))

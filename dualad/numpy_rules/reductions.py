@@ -28,6 +28,8 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_reduction,
+    declare_scan,
     shape_of,
 )
 from ._signatures import bind
@@ -456,3 +458,16 @@ def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims
     else:
         dp = np.sum(p, axis=axes, keepdims=keepdims) / count
     return Dual._make(v, dp, a.tag)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# Each output entry depends on its group of reduced entries; in prod, var and std the
+# entries of a group also meet nonlinearly (Hessian patterns).
+
+declare_reduction(np.sum, np.mean, np.nansum, np.nanmean, np.max, np.min, np.amax, np.amin,
+                  np.nanmax, np.nanmin)
+declare_reduction(np.prod, np.nanprod, np.var, np.std, np.nanvar, np.nanstd, second_order=True)
+# Scans: entry i along the axis depends on entries 0..i.
+
+declare_scan(np.cumsum, np.nancumsum)
+declare_scan(np.cumprod, np.nancumprod, second_order=True)

@@ -23,6 +23,8 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_elementwise,
+    declare_index_map,
     innermost_tag,
     register_keyword_aliases,
     shape_of,
@@ -300,3 +302,13 @@ def _imag(grad: Any, output: Any, x: Any) -> tuple:
 def _imag_tangent(x: Any) -> Any:
     return Dual._make(np.imag(x.value), np.zeros(shape_of(x.partials)), x.tag)
 
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# np.where is elementwise in both branches (the condition carries no derivative): its
+# pattern is the union of the branches, whatever the condition at the traced point.
+
+declare_index_map(np.take, np.take_along_axis)
+declare_index_map(np.compress, np.extract, data=(1,))
+declare_elementwise(np.where, flowing=(1, 2))
+declare_elementwise(np.clip)

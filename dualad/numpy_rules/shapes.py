@@ -24,6 +24,7 @@ import numpy as np
 from ..extend import (
     Dual,
     Method,
+    declare_index_map,
     gradient,
     innermost_tag,
     shape_of,
@@ -482,3 +483,12 @@ def _roll(a: Any, shift: Any, axis: Any = None) -> Any:
         axes = axes[0]
     return Dual._make(np.roll(v, shift, axes), np.roll(p, shift, axes), a.tag)
 
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# These functions only move, repeat or drop entries (tril/triu/diag fill constant zeros).
+
+declare_index_map(
+    np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.broadcast_to, np.copy,
+    np.flip, np.fliplr, np.flipud, np.rot90, np.roll, np.tile, np.repeat, np.diag,
+    np.diagonal, np.diagflat, np.squeeze, np.expand_dims, np.atleast_1d, np.atleast_2d,
+    np.atleast_3d, np.tril, np.triu,
+)

@@ -47,8 +47,10 @@ from ..extend import (
     TagMismatchError,
     Traced,
     apply_operator,
+    declare_allocation,
     innermost,
     not_writable_message,
+    partials_key,
     primitive,
     recording_paused,
     register_function_hook,
@@ -60,7 +62,6 @@ from ..extend import (
 )
 from ._signatures import bind
 from ._support import gradient_rule, tangent_rule
-from .indexing import partials_key
 
 __all__ = ["assign", "write"]
 
@@ -341,3 +342,11 @@ def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", sub
     if fp is not None:
         p = p + fp
     return Dual._make(v, p, tag)
+
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# Buffers to write into: their entries depend on nothing until written (np.full_like: on
+# the fill value).
+
+declare_allocation(np.empty_like, np.zeros_like, np.ones_like)
+declare_allocation(np.full_like, fill=1)

@@ -1,0 +1,24 @@
+"""Sparse Jacobians and Hessians: sparsity detection, colouring, compressed passes.
+
+``jacobian_sparsity(f)(x)`` traces ``f`` with index sets (see :mod:`dualad.sparsity`),
+``color_columns`` / ``color_symmetric`` colour the pattern (:mod:`dualad.sparse.coloring`),
+and ``sparse_jacobian`` / ``sparse_hessian`` evaluate ``f`` once with one direction per
+colour and decompress into ``scipy.sparse.csr_array`` (:mod:`dualad.sparse.compressed`).
+Importing this package imports neither scipy nor Numba; they load on first use.
+"""
+
+from __future__ import annotations
+
+from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
+from .coloring import color_columns, color_rows, color_symmetric
+from .compressed import sparse_hessian, sparse_jacobian
+
+__all__ = [
+    "color_columns",
+    "color_rows",
+    "color_symmetric",
+    "hessian_sparsity",
+    "jacobian_sparsity",
+    "sparse_hessian",
+    "sparse_jacobian",
+]

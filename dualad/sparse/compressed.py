@@ -1,0 +1,422 @@
+"""Sparse Jacobians and Hessians from compressed passes, returned as ``scipy.sparse``.
+
+``sparse_jacobian(f)(x)`` detects the Jacobian's pattern once (:mod:`dualad.sparsity.detection`),
+colours its columns (:mod:`dualad.sparse.coloring`) and then, on every call, runs ``f``
+once in forward mode with one direction per colour: the sum of the unit vectors of one
+colour's columns. Each nonzero ``J[i, j]`` is the partial of output ``i`` along ``j``'s
+colour, so the result is written straight into the CSR arrays of the pattern. With
+``mode="reverse"`` the rows are coloured instead and each colour is one pullback.
+
+``sparse_hessian(f)(x)`` star-colours the Hessian's pattern and takes one forward-over-
+reverse Hessian-vector product per colour (all in one pass: the gradient of ``f`` at a
+dual-number ``x``), recovering every nonzero directly.
+
+Every call also carries one extra direction, a random ``r``, and compares ``J @ r`` from
+that direction with the decompressed matrix times ``r``: if they differ, the pattern
+missed entries at this point (a Python branch went the other way, or a ``sparsity=``
+given was wrong). Then the pattern is detected again at this point, colours are recomputed,
+a warning is given (once per function) and the right matrix is returned; a wrong matrix is
+never returned silently.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> from dualad.sparse import sparse_jacobian
+    >>> def f(x):
+    ...     return x[1:] * x[:-1] + np.sin(x[1:])
+    >>> J = sparse_jacobian(f)(np.arange(4.0))
+    >>> J.shape, J.nnz
+    ((3, 4), 6)
+    >>> bool(np.allclose(J.toarray(), ad.jacobian(f)(np.arange(4.0))))
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.array_protocol import lift_object_array, shape_of
+from ..core.errors import DualadError, ShapeError
+from ..forward.dual import Dual, Tag
+from ..reverse.transforms import grad, vjp
+from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
+from .coloring import color_columns, color_rows, color_symmetric, star_recovery
+
+__all__ = ["SparsityChangedWarning", "sparse_hessian", "sparse_jacobian"]
+
+#: Relative tolerance of the pattern check (``J @ r`` two ways).
+CHECK_RTOL = 1e-9
+
+
+class SparsityChangedWarning(UserWarning):
+    """The sparsity pattern in use missed nonzeros at a new point; it was detected again."""
+
+
+def _csr(pattern: Any, shape: tuple[int, int] | None, fname: str) -> Any:
+    import scipy.sparse as sp
+
+    if sp.issparse(pattern):
+        p = sp.csr_array(pattern, dtype=bool, copy=True)
+    else:
+        arr = np.asarray(pattern)
+        if arr.ndim != 2:
+            raise ShapeError(
+                f"{fname}: sparsity= must be a 2-D boolean array or scipy.sparse matrix, "
+                f"got shape {arr.shape}."
+            )
+        p = sp.csr_array(arr != 0)
+    p.eliminate_zeros()
+    p.sum_duplicates()
+    p.sort_indices()
+    if shape is not None and p.shape != shape:
+        raise ShapeError(
+            f"{fname}: sparsity= has shape {p.shape} but the Jacobian has shape {shape} "
+            f"(outputs x inputs); pass a pattern of shape {shape}, e.g. "
+            f"ad.jacobian_sparsity(f)(x)."
+        )
+    return p
+
+
+def _best_colors(color: Callable[..., np.ndarray], pattern: Any) -> np.ndarray:
+    """The greedy colouring with the fewest colours over the vertex orders."""
+    best = None
+    for order in ("largest_first", "smallest_last"):
+        c = color(pattern, order=order)
+        if best is None or (c.size and c.max() < best.max()):
+            best = c
+    return best
+
+
+def _seed(n: int, colors: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n, k + 1)``: one column per colour, and a random check direction last."""
+    seed = np.zeros((n, k + 1))
+    seed[np.arange(n), colors] = 1.0
+    seed[:, k] = rng.uniform(0.5, 1.5, n)
+    return seed
+
+
+def _check(direct: np.ndarray, data: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+           r: np.ndarray, size: int) -> bool:
+    """Whether ``direct`` (``J @ r`` from the extra direction) equals the decompressed
+    matrix (``data`` at ``rows``, ``cols``) times ``r``, up to rounding."""
+    with np.errstate(invalid="ignore"):
+        terms = data * r[cols]
+    product = np.bincount(rows, terms, minlength=size)
+    scale = np.bincount(rows, np.abs(terms), minlength=size)
+    return not _mismatch(direct, product, scale)
+
+
+def _mismatch(direct: np.ndarray, product: np.ndarray, scale: np.ndarray) -> bool:
+    """Whether ``J @ r`` from the extra direction differs from the decompressed one."""
+    with np.errstate(invalid="ignore"):
+        ok = np.abs(direct - product) <= CHECK_RTOL * (scale + np.abs(direct)) + 1e-300
+    if ok.all():
+        return False
+    # NaN or infinite entries: equal when both sides are the same non-finite value
+    bad = ~ok & ~((np.isnan(direct) & np.isnan(product)) | (direct == product))
+    return bool(bad.any())
+
+
+class _JacobianPlan:
+    """A pattern, its colouring and where each nonzero sits in the compressed result.
+
+    ``mode="auto"`` takes reverse mode (row colouring) only when it needs at most an
+    eighth of the colours of forward mode: each reverse colour is a whole pullback, while
+    forward colours share one pass.
+    """
+
+    __slots__ = ("pattern", "colors", "k", "seed", "take", "reverse", "given", "rows", "cols",
+                 "weights")
+
+    def __init__(self, pattern: Any, mode: str, given: bool) -> None:
+        self.pattern = pattern
+        self.given = given
+        m, n = pattern.shape
+        rng = np.random.default_rng(0x5EED)
+        rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(pattern.indptr))
+        cols = pattern.indices.astype(np.intp)
+        self.rows, self.cols = rows, cols
+        column_colors = row_colors = None
+        if mode != "reverse":
+            column_colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
+        if mode != "forward":
+            row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
+        if mode == "auto":
+            kc = int(column_colors.max(initial=-1)) + 1
+            kr = int(row_colors.max(initial=-1)) + 1
+            self.reverse = 8 * kr <= kc
+        else:
+            self.reverse = mode == "reverse"
+        if self.reverse:
+            self.colors = row_colors
+            self.k = int(self.colors.max(initial=-1)) + 1
+            self.seed = _seed(m, self.colors, self.k, rng)
+            # pullback of colour c gives, at input j, the sum over rows of colour c
+            self.take = self.colors[rows] * n + cols
+        else:
+            self.colors = column_colors
+            self.k = int(self.colors.max(initial=-1)) + 1
+            self.seed = _seed(n, self.colors, self.k, rng)
+            self.take = rows * (self.k + 1) + self.colors[cols]
+            # (J @ r)[i] = sum over colours c of compressed[i, c] * weights[i, c], where
+            # weights[i, c] is r at the one column of colour c in row i (or 0)
+            self.weights = np.zeros((m, self.k))
+            self.weights[rows, self.colors[cols]] = self.seed[cols, self.k]
+
+
+def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = None,
+                    mode: str = "auto") -> Callable[..., Any]:
+    """A function returning the Jacobian of ``f`` as a ``scipy.sparse.csr_array`` of shape
+    ``(out.size, in.size)``.
+
+    The pattern is ``sparsity`` when given (boolean array or scipy.sparse matrix), else it
+    is detected at the first call; it and its colouring are reused by later calls (and
+    re-detected, with a :class:`SparsityChangedWarning`, if a call shows they missed
+    nonzeros). ``mode``: ``"forward"`` (column colouring, one pass), ``"reverse"`` (row
+    colouring, one pullback per colour) or ``"auto"`` (forward unless reverse needs at
+    most an eighth of the colours). Extra arguments pass through undifferentiated.
+
+    Example:
+        >>> import numpy as np
+        >>> jac = sparse_jacobian(lambda x: np.roll(x, 1) * x)
+        >>> jac(np.array([1.0, 2.0, 3.0])).toarray()
+        array([[3., 0., 1.],
+               [2., 1., 0.],
+               [0., 3., 2.]])
+    """
+    if mode not in ("auto", "forward", "reverse"):
+        raise ValueError(
+            f"sparse_jacobian: mode must be 'auto', 'forward' or 'reverse', got {mode!r}."
+        )
+    if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
+        raise TypeError(
+            f"sparse_jacobian: argnums must be one int, got {argnums!r}; concatenate "
+            f"several arguments into one array first."
+        )
+    argnum = int(argnums)
+    given = None if sparsity is None else _csr(sparsity, None, "sparse_jacobian")
+    detect = jacobian_sparsity(f, argnum)
+    lock = threading.Lock()
+    state: dict[str, Any] = {"plan": None, "warned": False}
+
+    def plan_for(pattern: Any, from_user: bool) -> _JacobianPlan:
+        return _JacobianPlan(pattern, mode, from_user)
+
+    def evaluate(plan: _JacobianPlan, x: np.ndarray, args: tuple, kwargs: dict
+                 ) -> tuple[Any, bool]:
+        import scipy.sparse as sp
+
+        m, n = plan.pattern.shape
+        call = list(args)
+        if plan.reverse:
+            def of_x(v: Any) -> Any:
+                call[argnum] = v
+                return f(*call, **kwargs)
+
+            out, pullback = vjp(of_x, x)
+            oshape = shape_of(out)
+            if int(np.prod(oshape, dtype=np.int64)) != m:
+                raise ShapeError(
+                    f"sparse_jacobian: sparsity= has shape {plan.pattern.shape} but the "
+                    f"Jacobian has shape {(int(np.prod(oshape, dtype=np.int64)), n)}."
+                )
+            comp = np.stack([np.reshape(pullback(np.reshape(plan.seed[:, c], oshape))[0], -1)
+                             for c in range(plan.k + 1)]) if m else np.zeros((1, n))
+            data = comp[:plan.k].reshape(-1)[plan.take] if plan.k else np.zeros(0)
+            jac = sp.csr_array((data, plan.pattern.indices, plan.pattern.indptr), shape=(m, n))
+            r = plan.seed[:, plan.k] if m else np.zeros(0)
+            return jac, _check(comp[plan.k], data, plan.cols, plan.rows, r, n)
+        tag = Tag()
+        call[argnum] = Dual._make(x.copy(), plan.seed.reshape(x.shape + (plan.k + 1,)), tag)
+        out = lift_object_array(f(*call, **kwargs))
+        if isinstance(out, Dual) and out.tag is tag:
+            size = int(np.size(out.value))
+            p = np.asarray(out.partials).reshape(size, plan.k + 1)
+        elif isinstance(out, (tuple, list, dict)) or out is None:
+            raise TypeError(
+                f"sparse_jacobian: the function returned {type(out).__name__}; it must return "
+                f"one array computed from its argument."
+            )
+        else:
+            size = int(np.size(out))
+            p = np.zeros((size, plan.k + 1))
+        if size != m:
+            raise ShapeError(
+                f"sparse_jacobian: sparsity= has shape {plan.pattern.shape} but the Jacobian "
+                f"has shape {(size, n)} (outputs x inputs); pass a pattern of shape "
+                f"{(size, n)}, e.g. ad.jacobian_sparsity(f)(x)."
+            )
+        data = p.reshape(-1)[plan.take]
+        jac = sp.csr_array((data, plan.pattern.indices, plan.pattern.indptr), shape=(m, n))
+        compressed = p[:, :plan.k]
+        with np.errstate(invalid="ignore"):
+            product = np.einsum("ij,ij->i", compressed, plan.weights)
+            # an upper bound of sum |terms| (every weight is below 1.5), from one BLAS call
+            scale = np.abs(compressed) @ np.full(plan.k, 1.5)
+        return jac, not _mismatch(p[:, plan.k], product, scale)
+
+    @functools.wraps(f)
+    def jacobian(*args: Any, **kwargs: Any) -> Any:
+        if not -len(args) <= argnum < len(args):
+            raise TypeError(
+                f"sparse_jacobian: argnums={argnum} but the function was called with "
+                f"{len(args)} positional argument(s)."
+            )
+        x = np.asarray(args[argnum], dtype=np.float64)
+        plan = state["plan"]
+        if plan is None or plan.pattern.shape[1] != x.size:
+            if given is not None:
+                if given.shape[1] != x.size:
+                    raise ShapeError(
+                        f"sparse_jacobian: sparsity= has shape {given.shape} but the input has "
+                        f"{x.size} entries (shape {x.shape}); the pattern must have shape "
+                        f"(out.size, {x.size})."
+                    )
+                plan = plan_for(given, True)
+            else:
+                plan = plan_for(detect(*args, **kwargs), False)
+        jac, ok = evaluate(plan, x, args, kwargs)
+        if not ok:
+            source = "the sparsity= given" if plan.given else "the sparsity pattern detected earlier"
+            with lock:
+                if not state["warned"]:
+                    state["warned"] = True
+                    warnings.warn(
+                        f"sparse_jacobian: {source} misses nonzeros of the Jacobian at this "
+                        f"point (a Python branch on a value, or a wrong pattern); detecting it "
+                        f"again here. The result is correct; pass a global pattern with "
+                        f"sparsity= (or use np.where instead of if) to avoid this.",
+                        SparsityChangedWarning, stacklevel=2,
+                    )
+            fresh = detect(*args, **kwargs)
+            # the union covers both points, so alternating branches settle after one
+            # re-detection each (and a pattern given by the user is kept)
+            fresh = (fresh + plan.pattern).tocsr()
+            plan = plan_for(_csr(fresh, None, "sparse_jacobian"), False)
+            jac, ok = evaluate(plan, x, args, kwargs)
+            if not ok:
+                raise DualadError(
+                    "sparse_jacobian: the pattern detected at this point does not cover the "
+                    "Jacobian; a numpy function's flow declaration is wrong. Use "
+                    "ad.jacobian(f) and report the function."
+                )
+        state["plan"] = plan
+        return jac
+
+    return jacobian
+
+
+class _HessianPlan:
+    """A symmetric pattern, its star colouring and where each nonzero is read."""
+
+    __slots__ = ("pattern", "colors", "k", "seed", "take", "indptr", "indices", "given", "rows")
+
+    def __init__(self, pattern: Any, given: bool) -> None:
+        n = pattern.shape[0]
+        self.given = given
+        self.colors = _best_colors(color_symmetric, pattern) if n else np.zeros(0, np.int64)
+        self.k = int(self.colors.max()) + 1 if n else 0
+        ptr, idx, read_row, read_color, ok = star_recovery(pattern, self.colors)
+        if not ok.all():  # pragma: no cover - the star colouring guarantees recovery
+            raise DualadError("sparse_hessian: the colouring allows no direct recovery.")
+        self.pattern = pattern
+        self.indptr, self.indices = ptr, idx
+        self.rows = np.repeat(np.arange(n, dtype=np.intp), np.diff(ptr))
+        self.take = read_row * (self.k + 1) + read_color
+        self.seed = _seed(n, self.colors, self.k, np.random.default_rng(0x5EED))
+
+
+def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
+                   sparsity: Any = None) -> Callable[..., Any]:
+    """A function returning the Hessian of a scalar ``f`` as a symmetric
+    ``scipy.sparse.csr_array`` of shape ``(in.size, in.size)``.
+
+    The pattern (``sparsity`` or detected at the first call) is star-coloured once; each
+    call is one forward-over-reverse pass with one direction per colour, checked as in
+    :func:`sparse_jacobian`. The diagonal is always stored.
+
+    Example:
+        >>> import numpy as np
+        >>> hess = sparse_hessian(lambda x: np.sum(x[1:] * x[:-1] ** 2))
+        >>> hess(np.array([1.0, 2.0, 3.0])).toarray()
+        array([[4., 2., 0.],
+               [2., 6., 4.],
+               [0., 4., 0.]])
+    """
+    if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
+        raise TypeError(f"sparse_hessian: argnums must be one int, got {argnums!r}.")
+    argnum = int(argnums)
+    given = None if sparsity is None else _csr(sparsity, None, "sparse_hessian")
+    if given is not None and given.shape[0] != given.shape[1]:
+        raise ShapeError(f"sparse_hessian: sparsity= must be square, got shape {given.shape}.")
+    detect = hessian_sparsity(f, argnum)
+    gradient = grad(f, argnum)
+    lock = threading.Lock()
+    state: dict[str, Any] = {"plan": None, "warned": False}
+
+    def evaluate(plan: _HessianPlan, x: np.ndarray, args: tuple, kwargs: dict
+                 ) -> tuple[Any, bool]:
+        import scipy.sparse as sp
+
+        n = x.size
+        call = list(args)
+        tag = Tag()
+        call[argnum] = Dual._make(x.copy(), plan.seed.reshape(x.shape + (plan.k + 1,)), tag)
+        g = gradient(*call, **kwargs)
+        if isinstance(g, Dual) and g.tag is tag:
+            b = np.asarray(g.partials).reshape(n, plan.k + 1)
+        else:
+            b = np.zeros((n, plan.k + 1))
+        data = b.reshape(-1)[plan.take]
+        hess = sp.csr_array((data, plan.indices, plan.indptr), shape=(n, n))
+        return hess, _check(b[:, plan.k], data, plan.rows, plan.indices, plan.seed[:, plan.k], n)
+
+    @functools.wraps(f)
+    def hessian(*args: Any, **kwargs: Any) -> Any:
+        if not -len(args) <= argnum < len(args):
+            raise TypeError(
+                f"sparse_hessian: argnums={argnum} but the function was called with "
+                f"{len(args)} positional argument(s)."
+            )
+        x = np.asarray(args[argnum], dtype=np.float64)
+        plan = state["plan"]
+        if plan is None or plan.pattern.shape[0] != x.size:
+            if given is not None:
+                if given.shape[0] != x.size:
+                    raise ShapeError(
+                        f"sparse_hessian: sparsity= has shape {given.shape} but the input has "
+                        f"{x.size} entries; the Hessian has shape ({x.size}, {x.size})."
+                    )
+                plan = _HessianPlan(given, True)
+            else:
+                plan = _HessianPlan(detect(*args, **kwargs), False)
+        hess, ok = evaluate(plan, x, args, kwargs)
+        if not ok:
+            with lock:
+                if not state["warned"]:
+                    state["warned"] = True
+                    warnings.warn(
+                        "sparse_hessian: the sparsity pattern in use misses nonzeros of the "
+                        "Hessian at this point; detecting it again here. The result is "
+                        "correct; pass a global pattern with sparsity= to avoid this.",
+                        SparsityChangedWarning, stacklevel=2,
+                    )
+            fresh = detect(*args, **kwargs)
+            fresh = (fresh + plan.pattern).tocsr()
+            plan = _HessianPlan(_csr(fresh, None, "sparse_hessian"), False)
+            hess, ok = evaluate(plan, x, args, kwargs)
+            if not ok:
+                raise DualadError(
+                    "sparse_hessian: the pattern detected at this point does not cover the "
+                    "Hessian; a numpy function's flow declaration is wrong. Use "
+                    "ad.hessian(f) and report the function."
+                )
+        state["plan"] = plan
+        return hess
+
+    return hessian

@@ -1,0 +1,625 @@
+"""How dependencies flow through numpy functions: the sparsity tracer and its rules.
+
+A :class:`SparsityTracer` is an array whose every entry carries the *set of input entries
+it depends on*, stored for the whole array as one boolean scipy.sparse matrix ``rows`` of
+shape ``(value.size, n)`` (row ``i``: the index set of entry ``i``). It also keeps the
+array's value at the given point, so shapes and Python branches work as in plain numpy
+(a branch on a value is taken at the given point; ``np.where`` keeps both branches).
+
+Numpy calls on tracers go through ``index_flow``, a rule function of dualad's dispatcher
+(the same one as ``forward`` and ``gradient``), with one method per operator type. The
+methods are *declared*, not written one by one:
+
+- every elementwise call (``Broadcasted[f]``) flows as the table rule of ``f`` says (the
+  tables under ``rules/`` and ``ad.define_rule``; one method reads the rule registry): the
+  output depends on the union of its broadcast arguments, leaving out arguments whose
+  derivative is "not differentiable" or zero; an argument whose derivative expression
+  names another argument (or the output) marks that pair as interacting, which gives
+  Hessian patterns;
+- the numpy family files declare their functions at their end, with
+  :func:`declare_index_map` (functions that move, repeat or drop entries: applied to
+  ``arange(size)`` they say which input entry each output entry copies),
+  :func:`declare_reduction`, :func:`declare_contraction`, :func:`declare_elementwise`
+  (for non-ufunc elementwise functions such as ``np.where``) and
+  :func:`declare_allocation` (``np.empty_like`` and friends: buffers to write into).
+
+A function with no declaration raises :class:`~dualad.core.errors.MissingRuleError` naming it
+(there is no silent dense fallback), unless its result carries no derivative (``np.shape``,
+``np.argmax``, comparisons), which is then a constant.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.sparsity.flows import trace_inputs
+    >>> x, trace = trace_inputs(np.arange(4.0))
+    >>> y = np.sin(x[1:]) * x[:-1]
+    >>> y.rows.toarray().astype(int)
+    array([[1, 1, 0, 0],
+           [0, 1, 1, 0],
+           [0, 0, 1, 1]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import plum
+
+from ..core.arguments import is_differentiable_output
+from ..core.array_protocol import NumpyOverloads, lift_object_array
+from ..core.dispatch import RuleFunction
+from ..core.errors import MissingRuleError
+from ..core.operators import Broadcasted, Method, Operator, function_name
+from ..core.tracing import Traced, new_level
+from ..derivatives.registry import derivative_kind, get_rule, on_rule_registered, operator_type
+from .index_sets import IndexSets, combine, union, vstack
+
+__all__ = [
+    "SparsityTracer",
+    "Trace",
+    "declare_allocation",
+    "declare_composite",
+    "declare_contraction",
+    "declare_elementwise",
+    "declare_index_map",
+    "declare_reduction",
+    "declare_scan",
+    "index_flow",
+    "trace_inputs",
+]
+
+
+def _sparse() -> Any:
+    """scipy.sparse, imported on first use (``import dualad`` does not import scipy)."""
+    import scipy.sparse
+
+    return scipy.sparse
+
+
+def _empty(m: int, n: int) -> IndexSets:
+    return IndexSets.empty(m, n)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+class Trace:
+    """One sparsity detection: ``n`` input entries, and (for Hessians) the pairs of input
+    entries that meet in a nonlinear operation."""
+
+    __slots__ = ("n", "level", "second")
+
+    def __init__(self, n: int, hessian: bool = False) -> None:
+        self.n = n
+        self.level = new_level()
+        self.second: list[Any] | None = [] if hessian else None
+
+    def interact(self, a: IndexSets, b: IndexSets) -> None:
+        """Entries of ``a``'s sets meet those of ``b``'s sets (row by row) nonlinearly."""
+        if self.second is not None and a.nnz and b.nnz:
+            self.second.append(a.to_scipy().T @ b.to_scipy())
+
+    def hessian_pattern(self) -> Any:
+        """The symmetric ``n x n`` pattern (scipy.sparse) of every interaction recorded."""
+        n = self.n
+        total = _sparse().csr_array((n, n), dtype=bool)
+        for part in self.second or ():
+            total = total + part
+        return (total + total.T).tocsr()
+
+
+class SparsityTracer(Traced, NumpyOverloads):
+    """An array of index sets: ``value`` (the array at the given point) and ``rows``, an
+    :class:`~dualad.sparse.index_sets.IndexSets` of shape ``(value.size, n)`` (set ``i``:
+    what entry ``i`` depends on). Writing into it (``y[i] = ...``) replaces the written
+    entries' sets."""
+
+    __slots__ = ("value", "rows", "trace", "level")
+
+    def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
+        self.value = np.asarray(value, dtype=np.result_type(value, np.float64))
+        self.rows = rows
+        self.trace = trace
+        self.level = trace.level
+
+    def _primal(self) -> Any:
+        return self.value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.dtype
+
+    def __repr__(self) -> str:
+        return f"SparsityTracer(shape={self.shape}, nnz={self.rows.nnz}, n={self.trace.n})"
+
+    @classmethod
+    def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        # np.array([a, b]) of tracers is an object array: one traced array here
+        args = tuple(lift_object_array(a) if type(a) is np.ndarray and a.dtype == object else a
+                     for a in args)
+        return index_flow(op, *args, **kwargs)
+
+    def copy(self) -> SparsityTracer:
+        """A tracer with a copy of the value and the same index sets."""
+        return SparsityTracer(self.value.copy(), self.rows, self.trace)
+
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        """Float dtypes keep the index sets; other dtypes give the plain value."""
+        if np.dtype(dtype).kind in "fc":
+            return self.copy() if copy else self
+        return self.value.astype(dtype)
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        key = plain(key)
+        value = plain(item)
+        self.value = np.array(self.value, dtype=np.result_type(self.value, value), copy=True)
+        self.value[key] = value
+        size = self.value.size
+        # the source of every entry: -1 nothing, 0.. this array, size.. the item
+        mapping = np.arange(size, dtype=np.int64).reshape(self.value.shape)
+        if isinstance(item, SparsityTracer):
+            mapping[key] = np.arange(size, size + item.value.size,
+                                     dtype=np.int64).reshape(item.value.shape)
+            self.rows = vstack([self.rows, item.rows], self.trace.n).take(mapping.reshape(-1))
+        else:
+            mapping[key] = -1
+            self.rows = self.rows.take(mapping.reshape(-1))
+
+
+def trace_inputs(x: Any, hessian: bool = False) -> tuple[SparsityTracer, Trace]:
+    """A tracer for input ``x`` (entry ``i`` depends on itself) and its :class:`Trace`."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size
+    trace = Trace(n, hessian)
+    return SparsityTracer(x.copy(), IndexSets.identity(n), trace), trace
+
+
+def plain(obj: Any) -> Any:
+    """``obj`` with tracers replaced by their values (inside lists and tuples too)."""
+    if isinstance(obj, SparsityTracer):
+        return obj.value
+    if type(obj) in (list, tuple):
+        return type(obj)(plain(o) for o in obj)
+    return obj
+
+
+def _tracers(obj: Any, out: list[SparsityTracer]) -> list[SparsityTracer]:
+    if isinstance(obj, SparsityTracer):
+        out.append(obj)
+    elif type(obj) in (list, tuple):
+        for o in obj:
+            _tracers(o, out)
+    return out
+
+
+def _result(value: Any, rows: Any, trace: Trace) -> Any:
+    """A tracer, or the plain value when it carries no derivative."""
+    if not is_differentiable_output(value):
+        return value
+    if rows is None:
+        rows = _empty(_size(np.shape(value)), trace.n)
+    return SparsityTracer(value, rows, trace)
+
+
+def _broadcast_rows(x: SparsityTracer, shape: tuple[int, ...]) -> Any:
+    """``x``'s index sets for every entry of ``broadcast_to(x, shape)``."""
+    if x.value.shape == shape:
+        return x.rows
+    index = np.broadcast_to(np.arange(x.value.size, dtype=np.intp).reshape(x.value.shape),
+                            shape)
+    return x.rows.take(index.reshape(-1))
+
+
+def _union(parts: Sequence[IndexSets], m: int, n: int) -> IndexSets:
+    return union(parts, m, n)
+
+
+# -- the rule function -------------------------------------------------------------------
+
+def _call_name(op: Operator) -> str:
+    f = getattr(op, "f", None)
+    if f is None:
+        return type(op).__name__
+    name = function_name(f)
+    if isinstance(f, np.ufunc) or getattr(f, "__module__", None) == "numpy" \
+            or getattr(np, getattr(f, "__name__", ""), None) is f:
+        return f"np.{name}"
+    return name
+
+
+_DECLARED: set[type] = set()
+
+
+def _index_flow(op: Operator, *args: Any, **kwargs: Any):
+    """The tracer result of ``op(*args, **kwargs)`` for sparsity tracers among ``args``."""
+    return _without_flow(op, args, kwargs)
+
+
+_index_flow.__name__ = "index_flow"
+#: ``index_flow(op, *args, **kwargs)``: how the entries of a call's arguments reach its result.
+index_flow = RuleFunction(_index_flow)
+
+
+def _without_flow(op: Operator, args: tuple, kwargs: dict) -> Any:
+    """A call with no declared flow: fine for a result with no derivative, else an error."""
+    f = getattr(op, "f", None)
+    if f is not None:
+        with np.errstate(all="ignore"):
+            out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not is_differentiable_output(out):
+            return out  # shape, argmax, comparisons: a constant
+    name = _call_name(op)
+    types = ", ".join(type(a).__name__ for a in args)
+    raise MissingRuleError(
+        f"dualad cannot detect sparsity through {name} (called with ({types})): no family "
+        f"declares how its entries flow. Declare it in dualad.sparsity.flows terms, e.g. "
+        f"declare_index_map({name}) for a function that only moves, repeats or drops "
+        f"entries, declare_reduction / declare_contraction / declare_elementwise "
+        f"otherwise; or pass the pattern yourself with sparsity=."
+    )
+
+
+def _register(op_type: type, impl: Callable[..., Any], name: str) -> None:
+    if op_type in _DECLARED:  # one declaration per operator (np.max is np.amax)
+        return
+    _DECLARED.add(op_type)
+
+    def method(op, *args, **kwargs):  # plum: no annotations here
+        return impl(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = f"index_flow_{name}"
+    index_flow.register(method, plum.Signature(op_type, varargs=object), builtin=True)
+
+
+def _op_types(func: Any) -> list[type]:
+    """The operator types a call of ``func`` can record as."""
+    if isinstance(func, np.ufunc):
+        return [Broadcasted[func] if func.signature is None else Method[func]]
+    op = getattr(func, "__dualad_operator__", None)
+    if isinstance(op, Operator):
+        return [type(op)]
+    return [Method[func]]
+
+
+# -- elementwise --------------------------------------------------------------------------
+
+def _elementwise(f: Callable[..., Any], flowing: frozenset[int],
+                 pairs: tuple[tuple[int, int], ...]) -> Callable[..., Any]:
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not is_differentiable_output(out):
+            return out
+        shape = np.shape(out)
+        trace = next(a.trace for a in args if isinstance(a, SparsityTracer))
+        parts = {i: _broadcast_rows(a, shape) for i, a in enumerate(args)
+                 if i in flowing and isinstance(a, SparsityTracer)}
+        if trace.second is not None:
+            for i, j in pairs:
+                if i in parts and j in parts:
+                    trace.interact(parts[i], parts[j])
+        return _result(out, _union(list(parts.values()), _size(shape), trace.n), trace)
+
+    return impl
+
+
+def _rule_flow_impl(rule: Any) -> Callable[..., Any]:
+    """The flow of one elementwise table rule: which arguments flow, which pairs meet."""
+    kinds = [derivative_kind(d) for d in rule.expressions]
+    names = rule.arg_names
+    flowing = frozenset(i for i, k in enumerate(kinds) if k not in ("none", "zero"))
+    pairs = []
+    for i, d in enumerate(rule.expressions):
+        if i not in flowing or kinds[i] != "expr":
+            continue
+        used = d.names
+        for j, other in enumerate(names):
+            if j in flowing and (other in used or "y" in used):
+                pairs.append((i, j))
+    return _elementwise(rule.function, flowing, tuple(pairs))
+
+
+# Flows made from rules, by rule (a rule registered again for the same function is a new
+# object, so its flow is made again).
+_RULE_FLOWS: dict[int, tuple[Any, Callable[..., Any]]] = {}
+
+
+def _flow_of_rule(rule: Any) -> Callable[..., Any]:
+    entry = _RULE_FLOWS.get(id(rule))
+    if entry is None or entry[0] is not rule:
+        entry = _RULE_FLOWS[id(rule)] = (rule, _rule_flow_impl(rule))
+    return entry[1]
+
+
+def _broadcasted_flow(op, *args, **kwargs):  # plum: no annotations here
+    """Every ``Broadcasted[f]`` call: the flow of ``f``'s table rule (one method for all
+    rules, which keeps ``index_flow``'s method table small)."""
+    rule = get_rule(op.f)
+    if rule is None:
+        return _without_flow(op, args, kwargs)
+    return _flow_of_rule(rule)(*args, **kwargs)
+
+
+index_flow.register(_broadcasted_flow, plum.Signature(Broadcasted, varargs=object),
+                    builtin=True)
+
+
+def _rule_flow(rule: Any) -> None:
+    """The generator's hook: a rule recorded as something other than ``Broadcasted[f]``
+    (a primitive's own operator) gets a method of its own."""
+    op_type = operator_type(rule.function)
+    if not issubclass(op_type, Broadcasted):
+        _register(op_type, _rule_flow_impl(rule), rule.name)
+
+
+on_rule_registered(_rule_flow)
+
+
+def declare_elementwise(*funcs: Any, flowing: Iterable[int] | None = None,
+                        interacting: Iterable[tuple[int, int]] = ()) -> None:
+    """Elementwise, broadcasting ``funcs`` whose result depends on the positional arguments
+    ``flowing`` (default all); ``interacting`` pairs meet nonlinearly (for Hessians).
+
+    Example: ``declare_elementwise(np.where, flowing=(1, 2))``.
+    """
+    pairs = tuple((int(i), int(j)) for i, j in interacting)
+    for func in funcs:
+        flow = frozenset(range(64)) if flowing is None else frozenset(flowing)
+        for t in _op_types(func):
+            _register(t, _elementwise(func, flow, pairs), function_name(func))
+
+
+# -- moving entries: index maps -------------------------------------------------------------
+
+def _index_map(func: Callable[..., Any], data: tuple[int, ...]) -> Callable[..., Any]:
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        tracers: list[SparsityTracer] = []
+        offset = [1]
+
+        def to_index(x: Any) -> Any:
+            if isinstance(x, SparsityTracer):
+                tracers.append(x)
+                start = offset[0]
+                offset[0] += x.value.size
+                return np.arange(start, offset[0], dtype=np.intp).reshape(x.value.shape)
+            if type(x) in (list, tuple):
+                return type(x)(to_index(o) for o in x)
+            return np.zeros(np.shape(x), dtype=np.intp)
+
+        index_args = [to_index(a) if i in data else plain(a) for i, a in enumerate(args)]
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        out = func(*plain(args), **kw)
+        index = func(*index_args, **kw)
+        if not tracers:
+            return out
+        trace = tracers[0].trace
+        # index 0: no dependence (constants, fill values); then each tracer's entries from
+        # its offset on
+        if len(tracers) == 1:
+            stacked, shift = tracers[0].rows, 1  # index - 1: constants become -1 (empty)
+        else:
+            stacked, shift = vstack([_empty(1, trace.n)] + [t.rows for t in tracers],
+                                    trace.n), 0
+
+        def build(o: Any, ix: Any) -> Any:
+            if type(o) in (list, tuple):
+                return type(o)(build(a, b) for a, b in zip(o, ix))
+            return _result(o, stacked.take(np.asarray(ix).reshape(-1) - shift), trace)
+
+        return build(out, index)
+
+    return impl
+
+
+def declare_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
+    """``funcs`` only move, repeat or drop entries of their positional arguments ``data``
+    (each an array or a sequence of arrays); other arguments are parameters.
+
+    The function applied to index arrays in place of the data says which input entry each
+    output entry copies; constants among the data become entries with no dependence.
+
+    Example: ``declare_index_map(np.roll, np.reshape)``; ``declare_index_map(np.append,
+    data=(0, 1))``.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _index_map(func, tuple(data)), function_name(func))
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    return tuple(sorted(int(a) % max(ndim, 1) for a in axis))
+
+
+def reduce_groups(rows: IndexSets, shape: tuple[int, ...], axes: tuple[int, ...]
+                  ) -> IndexSets:
+    """The sets of a reduction over ``axes`` of an array of ``shape``: each output entry's
+    set is the union over its group of reduced entries."""
+    size = _size(shape)
+    kept = [d for d in range(len(shape)) if d not in axes]
+    groups = np.arange(size, dtype=np.int64).reshape(shape).transpose(kept + list(axes))
+    out_size = _size(tuple(shape[d] for d in kept))
+    width = _size(tuple(shape[d] for d in axes))
+    target = np.repeat(np.arange(out_size, dtype=np.int64), width)
+    return combine(rows, groups.reshape(-1), target, out_size)
+
+
+def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
+               ) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(a) in (list, tuple):  # np.sum([x, y]): the stacked array
+            a = np.stack(a)
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        out = func(plain(a), *plain(args), **kw)
+        if not isinstance(a, SparsityTracer):
+            return out
+        axis = args[axis_at - 1] if len(args) >= axis_at else kwargs.get("axis")
+        rows = reduce_groups(a.rows, a.value.shape, _axes(axis, a.value.ndim))
+        if second_order:
+            a.trace.interact(rows, rows)
+        return _result(out, rows, a.trace)
+
+    return impl
+
+
+def declare_reduction(*funcs: Any, second_order: bool = False, axis_at: int = 1) -> None:
+    """``funcs(a, axis=None, ..., keepdims=...)``: each output entry depends on its group
+    of reduced entries. ``second_order``: entries of a group meet nonlinearly (``prod``).
+    ``axis_at``: the position of ``axis`` among the positional arguments.
+
+    Example: ``declare_reduction(np.sum, np.mean)``; ``declare_reduction(np.prod,
+    second_order=True)``.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _reduction(func, second_order, axis_at), function_name(func))
+
+
+def _scan(func: Callable[..., Any], second_order: bool) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(plain(a), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not isinstance(a, SparsityTracer):
+            return out
+        axis = args[0] if args else kwargs.get("axis")
+        shape = a.value.shape
+        index = np.arange(a.value.size, dtype=np.int64).reshape(shape)
+        if axis is None:  # numpy scans the flattened array
+            index = index.reshape(-1)
+            axis = 0
+        lines = np.moveaxis(index, int(axis) % max(index.ndim, 1), -1)
+        length = lines.shape[-1]
+        lines = lines.reshape(-1, length)
+        # entry i of a line depends on entries 0..i of that line
+        # (the output has the input's layout, flattened for axis=None: same flat indices)
+        target, source = np.tril_indices(length)
+        rows = combine(a.rows, lines[:, source].reshape(-1), lines[:, target].reshape(-1),
+                       a.value.size)
+        if second_order:
+            a.trace.interact(rows, rows)
+        return _result(out, rows, a.trace)
+
+    return impl
+
+
+def declare_scan(*funcs: Any, second_order: bool = False) -> None:
+    """``funcs(a, axis=None, ...)`` (``np.cumsum``): entry ``i`` along the axis depends on
+    entries ``0..i`` (of the flattened array for ``axis=None``).
+    ``second_order``: those entries meet nonlinearly (``np.cumprod``).
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _scan(func, second_order), function_name(func))
+
+
+# -- contractions ---------------------------------------------------------------------------
+
+def _as_matrix(x: Any, left: bool) -> tuple[np.ndarray, bool]:
+    v = np.asarray(plain(x))
+    if v.ndim == 1:
+        return (v[None, :] if left else v[:, None]), True
+    return v, False
+
+
+def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
+    name = function_name(func)
+
+    def impl(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(plain(a), plain(b), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        av, bv = np.asarray(plain(a)), np.asarray(plain(b))
+        if av.ndim == 0 or bv.ndim == 0:
+            return index_flow(Broadcasted.instance(np.multiply), a, b)
+        if av.ndim > 2 or bv.ndim > 2:
+            raise MissingRuleError(
+                f"dualad: sparsity detection of np.{name} supports operands of at most 2 "
+                f"dimensions, got shapes {av.shape} and {bv.shape}; loop over the batch "
+                f"axis or pass sparsity= yourself."
+            )
+        am, _ = _as_matrix(a, True)
+        bm, _ = _as_matrix(b, False)
+        m, k = am.shape
+        p = bm.shape[1]
+        ta, tb = isinstance(a, SparsityTracer), isinstance(b, SparsityTracer)
+        trace = (a if ta else b).trace
+        mask_a = np.ones(am.shape, dtype=bool) if ta else am != 0
+        mask_b = np.ones(bm.shape, dtype=bool) if tb else bm != 0
+        parts = []
+        ii = np.arange(m, dtype=np.int64)[:, None]
+        jj = np.arange(p, dtype=np.int64)[None, :]
+        if ta:  # out (i, j) <- a (i, l) where b (l, j) != 0
+            nl, nj = np.nonzero(mask_b)
+            parts.append(combine(a.rows, (ii * k + nl).reshape(-1),
+                                 (ii * p + nj).reshape(-1), m * p))
+        if tb:  # out (i, j) <- b (l, j) where a (i, l) != 0
+            ni, nl = np.nonzero(mask_a)
+            parts.append(combine(b.rows, (nl[:, None] * p + jj).reshape(-1),
+                                 (ni[:, None] * p + jj).reshape(-1), m * p))
+        if ta and tb and trace.second is not None:
+            # a (i, l) meets b (l, j) for every i, l, j: gather b's sets onto a's rows
+            i3, l3, j3 = np.meshgrid(np.arange(m), np.arange(k), np.arange(p), indexing="ij")
+            linked = combine(b.rows, (l3 * p + j3).reshape(-1), (i3 * k + l3).reshape(-1),
+                             m * k)
+            trace.interact(a.rows, linked)
+        rows = _union(parts, m * p, trace.n)
+        return _result(out, rows, trace)
+
+    return impl
+
+
+def declare_contraction(*funcs: Any) -> None:
+    """Matrix products (``np.matmul``, ``np.dot``) of operands with at most 2 dimensions:
+    ``out[i, j]`` depends on ``a[i, l]`` and ``b[l, j]`` for every ``l`` where the other
+    factor is not a constant zero; two traced factors meet nonlinearly.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _matrix_product(func), function_name(func))
+
+
+# -- composites ---------------------------------------------------------------------------
+
+def declare_composite(func: Any, impl: Callable[..., Any]) -> None:
+    """``func`` is ``impl``, written with numpy calls that have flows of their own (the
+    family files' composite rules): its flow is traced through ``impl``.
+    """
+    for t in _op_types(func):
+        _register(t, impl, function_name(func))
+
+
+# -- buffers ---------------------------------------------------------------------------------
+
+def _allocation(func: Callable[..., Any], fill: int | None) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        out = func(plain(a), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
+        if not isinstance(a, SparsityTracer) or not is_differentiable_output(out):
+            return out
+        trace = a.trace
+        rows = None
+        if fill is not None:
+            value = args[fill - 1] if len(args) >= fill else kwargs.get("fill_value")
+            if isinstance(value, SparsityTracer):
+                rows = _broadcast_rows(value, np.shape(out))
+        return SparsityTracer(np.array(out), rows if rows is not None
+                              else _empty(_size(np.shape(out)), trace.n), trace)
+
+    return impl
+
+
+def declare_allocation(*funcs: Any, fill: int | None = None) -> None:
+    """``funcs(a, ...)`` allocate a new array shaped like ``a`` that code then writes into:
+    its entries depend on nothing (or on the positional argument ``fill``, ``np.full_like``).
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _allocation(func, fill), function_name(func))
+

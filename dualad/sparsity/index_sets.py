@@ -1,0 +1,173 @@
+"""Rows of index sets: a boolean sparse matrix in CSR form, with numpy operations only.
+
+The sparsity tracer keeps, for every entry of an array, the set of input entries it depends
+on: row ``i`` of an :class:`IndexSets` of shape ``(size, n)``. Every row holds sorted,
+distinct column indices. The operations the tracer needs (gathering rows, unions, joining
+rows into groups) are a few vectorised numpy calls each, which keeps the cost of one traced
+operation low even for scalars in a Python loop.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.sparse.index_sets import IndexSets, union
+    >>> x = IndexSets.identity(3)
+    >>> union([x.take(np.array([1, 2])), x.take(np.array([0, 1]))], 2, 3).toarray().astype(int)
+    array([[1, 1, 0],
+           [0, 1, 1]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["IndexSets", "combine", "union", "vstack"]
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class IndexSets:
+    """``m`` index sets over ``range(n)``: ``indices[indptr[i]:indptr[i + 1]]`` is set ``i``."""
+
+    __slots__ = ("indptr", "indices", "n")
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, n: int) -> None:
+        self.indptr = indptr
+        self.indices = indices
+        self.n = int(n)
+
+    @classmethod
+    def empty(cls, m: int, n: int) -> IndexSets:
+        """``m`` empty sets."""
+        return cls(np.zeros(m + 1, dtype=np.int64), _EMPTY, n)
+
+    @classmethod
+    def identity(cls, n: int) -> IndexSets:
+        """Set ``i`` is ``{i}``."""
+        return cls(np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), n)
+
+    @property
+    def m(self) -> int:
+        return self.indptr.size - 1
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.m, self.n)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.size)
+
+    def row_ids(self) -> np.ndarray:
+        """The row of every stored index."""
+        return np.repeat(np.arange(self.m, dtype=np.int64), np.diff(self.indptr))
+
+    def take(self, rows: np.ndarray) -> IndexSets:
+        """The sets ``rows`` (a 1-D integer array; repeats allowed), in that order; a
+        negative row gives an empty set."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if rows.size == self.m and np.array_equal(rows, np.arange(self.m)):
+            return self
+        if rows.size and rows.min() < 0:
+            valid = rows >= 0
+            safe = np.where(valid, rows, 0)
+            starts = self.indptr[safe]
+            lengths = np.where(valid, self.indptr[safe + 1] - starts, 0)
+        else:
+            starts = self.indptr[rows]
+            lengths = self.indptr[rows + 1] - starts
+        indptr = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        total = int(indptr[-1])
+        if total == 0:
+            return IndexSets(indptr, _EMPTY, self.n)
+        offsets = np.repeat(starts - indptr[:-1], lengths)
+        return IndexSets(indptr, self.indices[offsets + np.arange(total, dtype=np.int64)],
+                         self.n)
+
+    def to_scipy(self) -> Any:
+        """A boolean ``scipy.sparse.csr_array`` with these rows."""
+        import scipy.sparse as sp
+
+        return sp.csr_array((np.ones(self.nnz, dtype=bool), self.indices, self.indptr),
+                            shape=self.shape)
+
+    def toarray(self) -> np.ndarray:
+        """The dense boolean ``(m, n)`` matrix."""
+        out = np.zeros(self.shape, dtype=bool)
+        out[self.row_ids(), self.indices] = True
+        return out
+
+
+# Above this many rows, unions and joins go through scipy.sparse's linear-time merges;
+# below it, numpy's few calls cost less than building scipy matrices.
+_SCIPY_ROWS = 256
+
+
+def _from_scipy(matrix: Any, n: int) -> IndexSets:
+    matrix.sum_duplicates()
+    return IndexSets(matrix.indptr.astype(np.int64, copy=False),
+                     matrix.indices.astype(np.int64, copy=False), n)
+
+
+def _from_keys(keys: np.ndarray, m: int, n: int) -> IndexSets:
+    """Sets from sorted distinct ``row * n + column`` keys."""
+    rows = keys // n if n else keys
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
+    return IndexSets(indptr, keys - rows * n, n)
+
+
+def union(parts: Sequence[IndexSets], m: int, n: int) -> IndexSets:
+    """Row-wise union of sets with ``m`` rows each."""
+    parts = [p for p in parts if p.nnz]
+    if not parts:
+        return IndexSets.empty(m, n)
+    first = parts[0]
+    if all(p is first for p in parts[1:]):
+        return first
+    if m == 1:  # scalars: one small sorted union
+        return _single_row(np.unique(np.concatenate([p.indices for p in parts])), n)
+    if m > _SCIPY_ROWS:
+        total = parts[0].to_scipy()
+        for p in parts[1:]:
+            total = total + p.to_scipy()
+        return _from_scipy(total, n)
+    keys = np.concatenate([p.row_ids() * n + p.indices for p in parts])
+    return _from_keys(np.unique(keys), m, n)
+
+
+def _single_row(indices: np.ndarray, n: int) -> IndexSets:
+    return IndexSets(np.array([0, indices.size], dtype=np.int64), indices, n)
+
+
+def vstack(parts: Sequence[IndexSets], n: int) -> IndexSets:
+    """The rows of ``parts``, one after another."""
+    indptrs, offset = [np.zeros(1, dtype=np.int64)], 0
+    for p in parts:
+        indptrs.append(p.indptr[1:] + offset)
+        offset += p.nnz
+    indices = [p.indices for p in parts if p.nnz]
+    return IndexSets(np.concatenate(indptrs),
+                     np.concatenate(indices) if indices else _EMPTY, n)
+
+
+def combine(sets: IndexSets, source: np.ndarray, target: np.ndarray, m: int) -> IndexSets:
+    """``m`` sets; set ``t`` is the union of ``sets[s]`` over the pairs ``(s, t)`` of
+    ``source`` and ``target`` (a sparse linear map's structure applied to the sets)."""
+    n = sets.n
+    if m > _SCIPY_ROWS or sets.m > _SCIPY_ROWS:
+        import scipy.sparse as sp
+
+        source = np.asarray(source, dtype=np.int64).reshape(-1)
+        target = np.asarray(target, dtype=np.int64).reshape(-1)
+        link = sp.csr_array((np.ones(source.size, dtype=bool), (target, source)),
+                            shape=(m, sets.m))
+        return _from_scipy(link @ sets.to_scipy(), n)
+    gathered = sets.take(source)
+    if gathered.nnz == 0:
+        return IndexSets.empty(m, n)
+    rows = np.repeat(np.asarray(target, dtype=np.int64).reshape(-1),
+                     np.diff(gathered.indptr))
+    return _from_keys(np.unique(rows * n + gathered.indices), m, n)
