@@ -1,14 +1,26 @@
-"""Markdown tables, the summary line and plots from benchmark rows."""
+"""Markdown tables, the summary, the who-wins table and ratio plots from benchmark rows.
+
+BENCHMARKS.md opens with one table, a line per case: dualad's best time, the best peer's,
+their ratio and who wins (wins and losses alike); the details and the plots (time over the
+baseline's, log scale, a line at 1x) follow. ``python -m benchmarks.report --from
+BENCHMARKS.md`` rebuilds the table and the plots from an existing report's tables, without
+running anything.
+"""
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 from .common import BASELINE, DUALAD, PEER, Row, notes
-from .timing import format_us
+from .timing import Timing, format_us
+
+#: Within this factor of each other, a case is a tie.
+TIE = 1.05
 
 
 def _cell(text: str) -> str:
@@ -85,6 +97,97 @@ def summary(rows: list[Row]) -> str:
     return "\n\n".join(lines)
 
 
+def _best(rows: list[Row], kind: str) -> dict[tuple[str, str], Row]:
+    best: dict[tuple[str, str], Row] = {}
+    for row in rows:
+        if row.kind == kind and row.times is not None:
+            key = (row.benchmark, row.case)
+            if key not in best or row.times.median < best[key].times.median:
+                best[key] = row
+    return best
+
+
+def who_wins(rows: list[Row]) -> list[str]:
+    """The opening table: per case, dualad's best, the best peer, the ratio and the winner.
+
+    ``ratio`` is dualad's median over the best peer's (below 1: dualad is faster); within
+    :data:`TIE` either way the case is a tie. Cases without a peer say so.
+    """
+    ours, theirs = _best(rows, DUALAD), _best(rows, PEER)
+    lines = ["| case | dualad | best peer | ratio (dualad / peer) | who wins |",
+             "|---|---|---|---|---|"]
+    wins = losses = ties = 0
+    alone: dict[str, int] = defaultdict(int)  # benchmark -> cases without a peer
+    for key, mine in ours.items():
+        peer_row = theirs.get(key)
+        case = f"{key[0]} {key[1]}"
+        dualad_cell = f"{format_us(mine.times.median)} ({mine.method})"
+        if peer_row is None:
+            alone[key[0]] += 1
+            continue
+        r = mine.times.median / peer_row.times.median
+        if r < 1 / TIE:
+            verdict, wins = "**dualad**", wins + 1
+        elif r > TIE:
+            verdict, losses = f"{peer_row.method}", losses + 1
+        else:
+            verdict, ties = "tie", ties + 1
+        peer_cell = f"{format_us(peer_row.times.median)} ({peer_row.method})"
+        lines.append(f"| {_cell(case)} | {_cell(dualad_cell)} | {_cell(peer_cell)} | "
+                     f"{r:.3g}× | {_cell(verdict)} |")
+    lines += ["", f"dualad is faster in {wins} case(s), a peer in {losses}, "
+              f"{ties} within {TIE:.2f}× (a tie); times are medians of the same run."]
+    if alone:
+        listed = ", ".join(f"{name} ({n})" for name, n in alone.items())
+        lines.append(f"Cases no other AD library ran (dualad against its baseline, finite "
+                     f"differences or numba only; see the details): {listed}.")
+    return lines
+
+
+_UNITS = {"µs": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def _parse_us(text: str) -> float | None:
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(µs|ms|s)\s*", text)
+    return float(m.group(1)) * _UNITS[m.group(2)] if m else None
+
+
+def parse_markdown(text: str) -> list[Row]:
+    """Rows back from a BENCHMARKS.md written by :func:`markdown` (medians, min and max)."""
+    rows: list[Row] = []
+    name = None
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            m = re.match(r"## (\w+): ", line)
+            name, header = (m.group(1) if m else None), None
+            continue
+        if name is None or not line.startswith("|"):
+            header = None if not line.startswith("|") else header
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in line.strip().strip("|").split(" | ")]
+        if header is None:
+            header = cells
+            continue
+        if set(line) <= set("|-"):
+            continue
+        data = dict(zip(header, cells))
+        if "method" not in data or "kind" not in data:
+            continue
+        row = Row(name, data.get("size", ""), data["method"], data["kind"])
+        median = _parse_us(data.get("median", ""))
+        if median is None:
+            row.error = data.get("median") or "—"
+        else:
+            lo, _, hi = data.get("min–max", "").partition(" – ")
+            lo_us, hi_us = _parse_us(lo), _parse_us(hi)
+            row.times = Timing(median, lo_us if lo_us is not None else median,
+                               hi_us if hi_us is not None else median, 1, 1)
+        row.size = 1.0
+        rows.append(row)
+    return rows
+
+
 def table(rows: list[Row], base: dict) -> list[str]:
     """One markdown table for the rows of one benchmark."""
     extras: list[str] = []
@@ -106,8 +209,13 @@ def table(rows: list[Row], base: dict) -> list[str]:
     return lines
 
 
-def markdown(rows, modules, machine, *, quick, elapsed, argv=None) -> str:
-    """The whole BENCHMARKS.md text."""
+def markdown(rows, modules, machine, *, quick, elapsed, argv=None,
+             plots_dir: str | None = "benchmarks/plots") -> str:
+    """The whole BENCHMARKS.md text: who wins where first, then machine, summary, details.
+
+    Each benchmark's section embeds its ratio plot from ``plots_dir`` (relative to the
+    report; ``None``: no plots).
+    """
     base = baselines(rows)
     args = " ".join(sys.argv[1:] if argv is None else argv)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -120,6 +228,10 @@ def markdown(rows, modules, machine, *, quick, elapsed, argv=None) -> str:
         "ratio is median / the baseline's median for the same size in the same run.",
         "Kinds: `baseline` (the ratio's reference), `dualad`, `peer` (other AD libraries),",
         "`reference` (other non-AD ways: finite differences, numba). See benchmarks/README.md.",
+        "",
+        "## Who wins where",
+        "",
+        *who_wins(rows),
         "",
         "## Machine",
         "",
@@ -141,11 +253,22 @@ def markdown(rows, modules, machine, *, quick, elapsed, argv=None) -> str:
             out += [" ".join(desc.split()), ""]
         out += table(group, base)
         out.append("")
+        if plots_dir is not None and _plottable(group):
+            out += [f"![{name}: time over the baseline's, per method]({plots_dir}/{name}.png)", ""]
     return "\n".join(out)
 
 
+def _plottable(group: list[Row]) -> bool:
+    return any(r.kind == BASELINE and r.times is not None for r in group) and \
+        any(r.kind != BASELINE and r.times is not None for r in group)
+
+
 def plots(rows: list[Row], directory: Path, modules=None) -> list[Path]:
-    """One PNG per benchmark (time vs size, one line per method, log axes)."""
+    """One PNG per benchmark: each method's time over the baseline's, case by case.
+
+    The y axis is the ratio on a log scale with a line at 1x (the baseline): below it is
+    faster than the baseline, above slower; the x axis lists the cases in run order.
+    """
     try:
         import matplotlib
 
@@ -155,9 +278,11 @@ def plots(rows: list[Row], directory: Path, modules=None) -> list[Path]:
         print("note: matplotlib not installed; no plots")
         return []
     directory.mkdir(parents=True, exist_ok=True)
+    base = baselines(rows)
     written = []
     for name, group in by_benchmark(rows).items():
-        pts = [r for r in group if r.times is not None and r.size is not None]
+        pts = [r for r in group if r.times is not None and r.kind != BASELINE
+               and (r.benchmark, r.case) in base]
         if not pts:
             continue
         panels: dict[str, dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
@@ -168,26 +293,56 @@ def plots(rows: list[Row], directory: Path, modules=None) -> list[Path]:
         nrows = (n + cols - 1) // cols
         fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 4.6 * nrows), squeeze=False)
         for ax, (panel, series) in zip(axes.flat, panels.items()):
+            cases: list[str] = []
+            for r in group:
+                if (r.panel or "") == panel and r.case not in cases:
+                    cases.append(r.case)
             for label, srows in series.items():
-                srows = sorted(srows, key=lambda r: r.size)
-                xs = [r.size for r in srows]
-                ys = [r.times.median for r in srows]
-                lo = [r.times.median - r.times.min for r in srows]
-                hi = [r.times.max - r.times.median for r in srows]
-                style = "--" if srows[0].kind in (BASELINE,) else "-"
-                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o" + style, ms=4, capsize=2, label=label)
-            ax.set_xscale("log")
+                xs, ys, lo, hi = [], [], [], []
+                for r in srows:
+                    ref = base[(r.benchmark, r.case)].times.median
+                    xs.append(cases.index(r.case))
+                    ys.append(r.times.median / ref)
+                    lo.append((r.times.median - r.times.min) / ref)
+                    hi.append((r.times.max - r.times.median) / ref)
+                kind = srows[0].kind
+                style = "-" if kind == DUALAD else (":" if kind == PEER else "--")
+                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o" + style, ms=4, capsize=2,
+                            label=f"{label} ({kind})", lw=2 if kind == DUALAD else 1)
+            ax.axhline(1.0, color="black", lw=1)
+            ax.text(0.0, 1.0, " 1× (baseline)", va="bottom", fontsize=7,
+                    transform=ax.get_yaxis_transform())
             ax.set_yscale("log")
-            ax.set_xlabel(getattr((modules or {}).get(name), "XLABEL", "problem size"))
-            ax.set_ylabel("time per call (µs)")
+            ax.set_xticks(range(len(cases)), cases, rotation=20, fontsize=7)
+            ax.set_xlabel(getattr((modules or {}).get(name), "XLABEL", "case"))
+            ax.set_ylabel("time / baseline time (log)")
             ax.set_title(f"{name} {panel}".strip())
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6)
         for ax in list(axes.flat)[n:]:
             ax.set_visible(False)
         fig.tight_layout()
         path = directory / f"{name}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=80)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.report --from BENCHMARKS.md``: the who-wins table (and plots)
+    of an existing report, without running the benchmarks."""
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--from", dest="source", required=True, help="a BENCHMARKS.md to read")
+    p.add_argument("--plots", default=None, help="also redraw the ratio plots into DIR")
+    args = p.parse_args(argv)
+    rows = parse_markdown(Path(args.source).read_text(encoding="utf-8"))
+    print("\n".join(who_wins(rows)))
+    if args.plots:
+        for path in plots(rows, Path(args.plots)):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -32,6 +32,8 @@ NAMES = [
     "kernels",
     "spectral",
     "import_time",
+    "first_call",
+    "ensemble",
 ]
 THREAD_VARS = (
     "OMP_NUM_THREADS",

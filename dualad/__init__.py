@@ -37,6 +37,7 @@ from .core.errors import (
 )
 from .core.operators import Broadcasted, Method, Operator
 from .core.tracing import pause_recording, primitive
+from .core.trees import register_tree
 from .core.unbroadcast import unbroadcast
 from .derivatives.registry import define_rule
 from .forward.dual import Dual
@@ -88,6 +89,7 @@ __all__ = [
     "primitive",
     "record",
     "register",
+    "register_tree",
     "sparse_hessian",
     "sparse_jacobian",
     "taylor_test",
@@ -99,3 +101,8 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __dir__() -> list[str]:
+    """The public API only (submodules stay importable: ``dualad.extend``, ...)."""
+    return sorted([*__all__, "__version__"])

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from . import njit as _njit
-from .core.arguments import Argnums, normalize_argnums
+from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_argnums
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten
 from .forward.transforms import jacobian_forward
-from .reverse.transforms import check_complex_inputs, grad, jacobian_reverse
+from .reverse.transforms import check_complex_inputs, jacobian_reverse, named_grad
 
 __all__ = ["jacobian", "hessian"]
 
@@ -31,13 +31,16 @@ MODES = ("auto", "forward", "reverse")
 
 
 def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
-             chunk: int | None = None, holomorphic: bool = False) -> Callable[..., Any]:
+             chunk: int | None = None, has_aux: bool = False,
+             holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
 
     ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
-    or ``"auto"`` (forward when the input is not larger than the output). Complex inputs
-    need ``holomorphic=True`` (``f`` complex-differentiable; the result is ``df/dz``,
-    computed in reverse mode); complex outputs of real inputs are fine in both modes.
+    or ``"auto"`` (forward when the input is not larger than the output). With
+    ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
+    ``(jacobian, aux)``. Complex inputs need ``holomorphic=True`` (``f``
+    complex-differentiable; the result is ``df/dz``, computed in reverse mode); complex
+    outputs of real inputs are fine in both modes.
 
     Example:
         >>> import numpy as np, dualad as ad
@@ -45,26 +48,29 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         array([[ 1.38177329,  0.        ],
                [ 0.90929743, -0.41614684]])
     """
-    if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
+    if _njit.is_njit(f) and not has_aux:  # a numba.njit function: compiled dual numbers
         return _njit.jacobian(f, argnums, chunk=chunk)
     if mode not in MODES:
         raise ValueError(f"jacobian: mode={mode!r}; use 'forward', 'reverse' or 'auto'.")
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
         raise ValueError(f"jacobian: chunk={chunk!r}; give a positive int or None.")
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
+    guarded = guard_opaque_calls(f, fname)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = normalize_argnums(argnums, len(args), fname)
         check_complex_inputs(args, nums, holomorphic, fname)
+        call = AuxOutput(guarded, fname) if has_aux else guarded
         chosen = "reverse" if holomorphic else mode
         if chosen == "auto":
-            chosen = _auto_mode(f, nums, args, kwargs)
+            chosen = _auto_mode(call, nums, args, kwargs)
         if chosen == "forward":
-            results = jacobian_forward(f, nums, args, kwargs, chunk, fname)
+            results = jacobian_forward(call, nums, args, kwargs, chunk, fname)
         else:
-            results = jacobian_reverse(f, nums, args, kwargs, fname, holomorphic)
-        return results[0] if single else tuple(results)
+            results = jacobian_reverse(call, nums, args, kwargs, fname, holomorphic)
+        jac = results[0] if single else tuple(results)
+        return (jac, call.aux()) if has_aux else jac  # type: ignore[union-attr]
 
     return wrapped
 
@@ -75,7 +81,8 @@ def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs
                for i in nums for leaf in tree_flatten(args[i])[0])
     with pause_recording():
         out = f(*args, **kwargs)
-    n_out = int(np.size(out)) if not isinstance(out, Traced) else out.size
+    n_out = sum(int(np.size(leaf)) if not isinstance(leaf, Traced) else leaf.size
+                for leaf in tree_flatten(out)[0])
     return "forward" if n_in <= n_out else "reverse"
 
 
@@ -89,4 +96,5 @@ def hessian(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
         >>> ad.hessian(lambda x, y: x * y ** 2, argnums=1)(2.0, 3.0)
         array(4.)
     """
-    return jacobian(grad(f, argnums), argnums, mode="forward")
+    fname = f"hessian({getattr(f, '__name__', 'f')})"
+    return jacobian(named_grad(f, argnums, fname, "hessian"), argnums, mode="forward")

@@ -66,7 +66,7 @@ from .core.tracing import (
     primitive,
     recording_paused,
 )
-from .core.trees import tree_flatten, tree_map, tree_unflatten
+from .core.trees import register_tree, tree_flatten, tree_map, tree_unflatten
 from .core.unbroadcast import unbroadcast
 from .derivatives.registry import (
     ElementwiseRule,
@@ -168,6 +168,7 @@ __all__ = [
     "tree_flatten",
     "tree_unflatten",
     "tree_map",
+    "register_tree",
     # sparsity detection: how each family's entries flow
     "declare_allocation",
     "declare_composite",

@@ -13,20 +13,27 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .tracing import Traced
+from .array_protocol import object_holders_made
+from .errors import DualadError
+from .tracing import Traced, new_level
+from .trees import tree_map
 
 __all__ = [
     "Argnums",
+    "AuxOutput",
     "as_differentiable",
     "as_dtype",
     "check_output",
     "check_real_output",
     "derivative_dtype",
+    "describe",
+    "guard_opaque_calls",
     "is_differentiable_output",
     "normalize_argnums",
     "to_user",
@@ -48,6 +55,17 @@ def as_differentiable(x: Any, what: str = "argument") -> Any:
             else arr
     if kind == "c":  # reverse mode and jvp (JAX's convention, see numpy_rules.complex_parts)
         return arr.astype(np.complex128, copy=False)
+    if arr.dtype == object and type(x).__module__ != "builtins" \
+            and not isinstance(x, (np.ndarray, list, tuple, dict)):
+        cls = type(x)
+        raise TypeError(
+            f"dualad: cannot differentiate with respect to the {what}, a "
+            f"{cls.__module__}.{cls.__qualname__} object: dualad does not know its "
+            f"contents. Dataclasses, NamedTuples, tuples, "
+            f"lists and dicts of arrays work as they are; for another container type, "
+            f"register it: ad.register_tree({cls.__name__}, flatten, unflatten) with "
+            f"flatten(obj) -> (children, aux) and unflatten(aux, children) -> obj."
+        )
     raise TypeError(
         f"dualad: cannot differentiate with respect to an {what} of dtype {arr.dtype} "
         f"(shape {arr.shape}, type {type(x).__name__}); pass float arrays or numbers."
@@ -188,3 +206,101 @@ def check_real_output(out: Any, fname: str) -> None:
         f"float computed from the arguments (e.g. np.sum(x ** 2), not np.sum(x > 0) or "
         f"np.allclose(...)); use ad.value / a plain call for the {what} result."
     )
+
+
+class AuxOutput:
+    """``f`` returning ``(output, aux)`` seen as returning ``output``; ``aux`` kept aside.
+
+    For ``has_aux=True``: a transform differentiates the wrapper, then hands back
+    :meth:`aux`, with the values of the differentiations begun after this object was made
+    (those of the transform) taken out, so ``aux`` comes back as plain numpy.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> aux = AuxOutput(lambda x: (x * 2.0, {"x": x}), "grad(f)")
+        >>> float(ad.grad(lambda x: np.sum(aux(x)))(np.float64(3.0)))
+        2.0
+        >>> aux.aux()
+        {'x': array(3.)}
+    """
+
+    def __init__(self, f: Any, fname: str) -> None:
+        self.f = f
+        self.fname = fname
+        self.mark = new_level()  # every level drawn from now on belongs to this transform
+        self._aux: list[Any] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.f(*args, **kwargs)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            what = (f"a {type(result).__name__} of length {len(result)}"
+                    if isinstance(result, (tuple, list)) else describe(result))
+            raise ValueError(
+                f"{self.fname}: has_aux=True, so the function must return a pair "
+                f"(output, aux), but it returned {what}. Return `output, aux` (aux: any "
+                f"tree of values to hand back undifferentiated), or drop has_aux=True."
+            )
+        self._aux[:] = [result[1]]  # the last call's (a traced one: see ``aux``)
+        return result[0]
+
+    def aux(self) -> Any:
+        """The ``aux`` of the last call, as plain values (this transform's tracing removed)."""
+        if not self._aux:
+            return None
+        mark = self.mark
+
+        def plain(leaf: Any) -> Any:
+            was_traced = False
+            while isinstance(leaf, Traced) and leaf.level > mark:
+                leaf = leaf._primal()
+                was_traced = True
+            return to_user(leaf) if was_traced else leaf
+
+        return tree_map(plain, self._aux[0])
+
+
+def guard_opaque_calls(f: Any, fname: str) -> Any:
+    """``f``, with a failure of compiled code on traced values explained.
+
+    Compiled code (a C extension, ``scipy.ndimage``, Numba, Cython) sees a traced value as
+    an array of Python objects and fails with its own message; the error is re-raised as a
+    :class:`DualadError` that says what happened and how to fix it (``ad.primitive`` and
+    a rule).
+    """
+
+    @functools.wraps(f)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        before = object_holders_made()
+        try:
+            return f(*args, **kwargs)
+        except (TypeError, ValueError, RuntimeError) as e:
+            if isinstance(e, DualadError) or object_holders_made() == before:
+                raise
+            raise DualadError(
+                f"{fname}: a traced value seems to have reached code dualad cannot see "
+                f"into (compiled code: a C extension, scipy.ndimage, Numba, Cython ...), "
+                f"which turned it into an array of Python objects and failed with: "
+                f"{type(e).__name__}: {e}\n"
+                f"Make the function that calls it a primitive with ad.primitive and give it "
+                f"a derivative rule (@ad.gradient.dispatch for reverse mode, "
+                f"@ad.forward.dispatch for forward mode, or ad.define_rule for an "
+                f"elementwise function); or call it on ad.value(x) outside the derivative."
+            ) from e
+
+    return call
+
+
+def describe(x: Any) -> str:
+    """``x`` in the user's words: traced values are arrays to them, not graph nodes or Duals.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> describe(ad.Variable(np.ones(2))), describe(2.0), describe("a")
+        ('an array of shape (2,)', 'a number', 'a str')
+    """
+    if isinstance(x, (Traced, np.ndarray)):
+        shape = x.shape
+        return "a number (0-d array)" if shape == () else f"an array of shape {shape}"
+    if isinstance(x, (int, float, complex, np.number)) and not isinstance(x, bool):
+        return "a number"
+    return f"a {type(x).__name__}"

@@ -25,13 +25,31 @@ from .errors import MissingRuleError
 from .operators import Broadcasted, Method
 from .tracing import apply_operator, is_foreign_array
 
-__all__ = ["BINARY_OPERATORS", "NumpyOverloads", "lift_object_array", "register_ufunc_method",
-           "shape_of", "value_observer"]
+__all__ = [
+    "BINARY_OPERATORS",
+    "NumpyOverloads",
+    "lift_object_array",
+    "object_holders_made",
+    "register_ufunc_method",
+    "shape_of",
+    "value_observer",
+]
 
 # Per context: an object told where traced values decide control flow (``observer.on_bool``)
 # and given results that carry no derivative (``observer.on_result``); set by ``ad.record``.
 value_observer: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "dualad_value_observer", default=None)
+
+# How many object arrays holding traced values (np.asarray(x) of a traced x) this context
+# made: a transform compares it before and after a failed call, to tell a traced value
+# that reached compiled code (which cannot run on them) from other errors.
+_HOLDERS: contextvars.ContextVar[int] = contextvars.ContextVar("dualad_object_holders",
+                                                               default=0)
+
+
+def object_holders_made() -> int:
+    """The number of object arrays holding traced values made so far in this context."""
+    return _HOLDERS.get()
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -157,6 +175,7 @@ class NumpyOverloads:
             # np.array([x, y]) of traced values: an object array that holds them; the
             # transforms turn it back into one traced array (see lift_object_array).
             # A non-0-d value is held entry by entry, so the holder has the value's shape.
+            _HOLDERS.set(_HOLDERS.get() + 1)
             shape = self.shape
             holder = np.empty(shape, dtype=object)
             if shape == ():
@@ -166,8 +185,8 @@ class NumpyOverloads:
                     holder[index] = self[index]
             return holder
         raise TypeError(
-            f"dualad: a traced {type(self).__name__} (shape {self.shape}) was converted to a "
-            f"plain {np.dtype(dtype)} array, which would drop its derivative. This happens "
+            f"dualad: a traced value (shape {self.shape}) was converted to a plain "
+            f"{np.dtype(dtype)} array, which would drop its derivative. This happens "
             f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
             f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
             f"rather than math.*; or when a Python list of traced values is passed to a numpy "
@@ -175,16 +194,44 @@ class NumpyOverloads:
             f"np.median): make one array first, np.mean(np.stack([a, b]))."
         )
 
-    def __float__(self) -> float:
+    def _refuse_conversion(self, call: str) -> Any:
         raise TypeError(
-            f"dualad: float() of a traced {type(self).__name__} would drop its derivative. "
-            f"Use numpy functions (np.sin, not math.sin) and keep values as arrays; to fill "
-            f"an array entry by entry allocate it with np.empty_like(x) / np.zeros_like(x), "
-            f"not np.empty(n); use ad.value(x) to read the number deliberately."
+            f"dualad: {call} of a traced value (shape {self.shape}) would drop its "
+            f"derivative. Use numpy functions (np.sin, not math.sin; np.round, not round) "
+            f"and keep values as arrays; to fill an array entry by entry allocate it with "
+            f"np.empty_like(x) / np.zeros_like(x), not np.empty(n); use ad.value(x) to read "
+            f"the number deliberately (e.g. to print or log it). Comparisons (if x > 0:) "
+            f"work as they are."
         )
 
-    __int__ = __float__
-    __complex__ = __float__
+    def __float__(self) -> float:
+        return self._refuse_conversion("float()")
+
+    def __int__(self) -> int:
+        return self._refuse_conversion("int()")
+
+    def __complex__(self) -> complex:
+        return self._refuse_conversion("complex()")
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        return self._refuse_conversion("round()")
+
+    def item(self, *args: Any) -> Any:
+        return self._refuse_conversion(".item()")
+
+    def tolist(self) -> Any:
+        return self._refuse_conversion(".tolist()")
+
+    def __format__(self, spec: str) -> str:
+        """``f"{x:.3f}"`` prints the value (formatting is for reading, not computing)."""
+        if not spec:
+            return str(self)
+        x: Any = self
+        while isinstance(x, NumpyOverloads):
+            x = x._primal()
+        if spec and isinstance(x, np.ndarray) and x.ndim == 0:
+            x = x[()]
+        return format(x, spec)
 
     def __bool__(self) -> bool:
         outcome = bool(self._primal())
@@ -441,8 +488,7 @@ def _object_loop_method(ufunc: np.ufunc) -> Any:
 
 # numpy evaluates a unary ufunc on an object array by calling the method of that name
 # on each element, so traced values inside np.array([...]) keep working.
-for _name in dir(np):
-    _ufunc = getattr(np, _name)
+for _name, _ufunc in list(vars(np).items()):  # not getattr: it would import np.f2py, np.ma ...
     if (isinstance(_ufunc, np.ufunc) and _ufunc.nin == 1 and _ufunc.nout == 1
             and not hasattr(NumpyOverloads, _ufunc.__name__)):
         setattr(NumpyOverloads, _ufunc.__name__, _object_loop_method(_ufunc))

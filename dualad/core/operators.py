@@ -97,6 +97,12 @@ class _ParametricOperator(Operator):
                 cls._subclasses[key] = sub
             return cls._subclasses[key]
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled as "the operator of f" (not as its dynamically made class), so an
+        # unpickled primitive and its rules meet the same class in another process.
+        family = type(self).__mro__[1]
+        return (_operator_instance, (family, type(self).f))
+
     @classmethod
     def instance(cls, f: Callable[..., Any]) -> Operator:
         """The (shared) operator instance wrapping ``f``."""
@@ -107,6 +113,10 @@ class _ParametricOperator(Operator):
             op = cls[f]()
             cls._instances[key] = op
             return op
+
+
+def _operator_instance(family: type, f: Callable[..., Any]) -> Operator:
+    return family.instance(f)
 
 
 class Method(_ParametricOperator):

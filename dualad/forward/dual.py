@@ -163,9 +163,7 @@ def _refresh_fast_paths() -> None:
     """Re-derive the active fast paths: a function keeps its fast path unless a method that
     is not dualad's own (a user's rule) takes Dual arguments for it."""
     replaced = set()
-    for m in forward.methods:
-        if forward.is_builtin(m):
-            continue
+    for m in forward.user_methods:  # not .methods: that would resolve every rule
         sig = m.signature
         types = tuple(sig.types)
         varargs = getattr(sig, "varargs", None)

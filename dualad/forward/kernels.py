@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,12 @@ PARALLEL_THRESHOLD = 1 << 25
 
 #: Least number of directions for a kernel (one direction: numpy is as fast).
 MIN_K = 2
+
+#: Before Numba is imported (about half a second, once per process), a kernel is compiled
+#: only for a rule called :data:`HOT_CALLS` times, or for one call of at least
+#: :data:`COMPILE_WORK` partials entries: a short program (a first Jacobian) stays in numpy.
+HOT_CALLS = 16
+COMPILE_WORK = 1 << 15
 
 def set_enabled(flag: bool) -> None:
     """Turn fused kernels on or off for this process."""
@@ -104,7 +111,8 @@ def _parallel_source(source: str) -> str:
 class RuleKernels:
     """The fused kernels of one elementwise rule, compiled on first use."""
 
-    __slots__ = ("rule", "threshold", "available", "_serial", "_parallel", "_parallel_module")
+    __slots__ = ("rule", "threshold", "available", "_serial", "_parallel", "_parallel_module",
+                 "_calls")
 
     def __init__(self, rule: Any) -> None:
         self.rule = rule
@@ -114,6 +122,7 @@ class RuleKernels:
         self._serial: dict[tuple[bool, ...], Any] = {}
         self._parallel: dict[tuple[bool, ...], Any] = {}
         self._parallel_module: Any = None
+        self._calls = 0
 
     def kernel(self, mask: tuple[bool, ...], parallel: bool = False) -> Any:
         """The (serial or parallel) kernel for ``mask``, or ``None``."""
@@ -138,6 +147,10 @@ class RuleKernels:
     def _get(self, mask: tuple[bool, ...], work: int) -> Any:
         kern = self._serial.get(mask)
         if kern is None:
+            if work < COMPILE_WORK and "numba" not in sys.modules:
+                self._calls += 1
+                if self._calls < HOT_CALLS:
+                    return None
             kern = self.kernel(mask)
             if kern is None:  # the rule has no kernel: numpy from now on
                 self.available = False

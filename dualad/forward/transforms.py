@@ -26,16 +26,18 @@ import numpy as np
 
 from .. import njit as _njit
 from ..core.arguments import (
+    AuxOutput,
     as_differentiable,
     as_dtype,
     check_output,
     derivative_dtype,
+    guard_opaque_calls,
     to_user,
 )
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
 from ..core.tracing import Traced
-from ..core.trees import tree_flatten, tree_unflatten
+from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .dual import Dual, Tag, _new_scalar
 
 __all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "CHUNK_BUDGET"]
@@ -112,18 +114,20 @@ def _result_leaf(x: Any) -> Any:
     return to_user(x)
 
 
-def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], *,
+        has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), J @ tangents)`` in one forward pass.
 
     ``primals`` and ``tangents`` are tuples (or lists) of the same tree structure; each
-    tangent is shaped like its primal.
+    tangent is shaped like its primal. With ``has_aux=True``, ``f`` returns
+    ``(output, aux)`` and ``jvp`` returns ``(output, tangent, aux)``.
 
     Example:
         >>> import numpy as np, dualad as ad
         >>> ad.jvp(lambda x, y: x * y, (2.0, 3.0), (1.0, 0.0))
         (array(6.), array(3.))
     """
-    if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
+    if _njit.is_njit(f) and not has_aux:  # a numba.njit function: compiled dual numbers
         return _njit.jvp(f, primals, tangents)
     fname = f"jvp({getattr(f, '__name__', 'f')})"
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -136,6 +140,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
             f"{fname}: {len(primals)} primal(s) but {len(tangents)} tangent(s); pass one "
             f"tangent per primal."
         )
+    call = AuxOutput(guard_opaque_calls(f, fname), fname) if has_aux else \
+        guard_opaque_calls(f, fname)
     tag = Tag()
     args = []
     for i, (p, t) in enumerate(zip(primals, tangents)):
@@ -169,7 +175,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
             else:
                 duals.append(Dual._make(value, np.reshape(tv, shape_of(tv) + (1,)), tag))
         args.append(tree_unflatten(p_spec, duals))
-    out = f(*args)
+    out = call(*args)
     check_output(out, fname)
     leaves, spec = tree_flatten(out)
     values, tans = [], []
@@ -183,6 +189,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
             tans.append(to_user(o._d))
         else:
             tans.append(_result_leaf(p[..., 0]))
+    if has_aux:
+        return tree_unflatten(spec, values), tree_unflatten(spec, tans), call.aux()
     return tree_unflatten(spec, values), tree_unflatten(spec, tans)
 
 
@@ -199,6 +207,7 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
     if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
         return _njit.derivative(f)
     fname = f"derivative({getattr(f, '__name__', 'f')})"
+    call = guard_opaque_calls(f, fname)
 
     @functools.wraps(f)
     def wrapped(x: Any, *args: Any, **kwargs: Any) -> Any:
@@ -217,7 +226,7 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
             dx = _new_scalar(value, _ONE, tag)
         else:
             dx = Dual._make(value, np.ones(1), tag)
-        out = f(dx, *args, **kwargs)
+        out = call(dx, *args, **kwargs)
         if type(out) is Dual and out.tag is tag:
             if out._p is None:
                 return np.array(out._d, dtype=np.float64)
@@ -389,7 +398,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
     if n == 0:  # no directions: the Jacobian is empty, shaped by the output
         out = lift_object_array(f(*args, **kwargs))
         check_output(out, fname)
-        if isinstance(out, (tuple, list, dict)):
+        if is_container(out):
             return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
         return np.zeros(shape_of(out) + shape)
     width = choose_chunk(n, chunk)
@@ -410,7 +419,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
         if type(out) is Dual and out.tag is tag:
             out_shape = shape_of(out.value)
             p = out.partials
-        elif isinstance(out, (tuple, list, dict)):  # an output tree: the general path
+        elif is_container(out):  # an output tree: the general path
             return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
         else:
             check_output(out, fname)

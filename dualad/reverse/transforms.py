@@ -19,22 +19,25 @@ import numpy as np
 
 from ..core.arguments import (
     Argnums,
+    AuxOutput,
     as_differentiable,
     as_dtype,
     check_output,
     check_real_output,
     derivative_dtype,
+    guard_opaque_calls,
     normalize_argnums,
     to_user,
 )
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
 from ..core.tracing import Traced, new_level
-from ..core.trees import tree_flatten, tree_unflatten
+from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .backward import reverse_pass
 from .graph import AbstractNode, Variable
 
-__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse", "check_complex_inputs"]
+__all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse", "named_grad",
+           "check_complex_inputs"]
 
 class _Inputs:
     """Differentiated arguments replaced by Variables of one fresh level."""
@@ -92,40 +95,62 @@ def _seeds(out_leaves: list[Any], cot_leaves: list[Any], level: int) -> dict:
 
 
 def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
-                   holomorphic: bool = False) -> Callable[..., Any]:
+                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """A function returning ``(f(*args), gradient)`` for a scalar-valued ``f`` (reverse mode).
 
-    For complex inputs (JAX's convention) the gradient of a real-valued ``f`` is the
-    conjugate of the steepest-ascent direction; ``holomorphic=True`` gives ``f'(z)`` of a
-    complex-valued, complex-differentiable ``f``.
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
+    ``((output, aux), gradient)``; ``aux`` is not differentiated. For complex inputs
+    (JAX's convention) the gradient of a real-valued ``f`` is the conjugate of the
+    steepest-ascent direction; ``holomorphic=True`` gives ``f'(z)`` of a complex-valued,
+    complex-differentiable ``f``.
 
     Example:
         >>> import numpy as np, dualad as ad
         >>> v, g = ad.value_and_grad(lambda x: np.sum(x ** 2))(np.array([1.0, 2.0]))
         >>> float(v), g
         (5.0, array([2., 4.]))
+        >>> (v, aux), g = ad.value_and_grad(lambda x: (np.sum(x ** 2), x.size),
+        ...                                 has_aux=True)(np.array([1.0, 2.0]))
+        >>> aux
+        2
     """
-    fname = f"value_and_grad({getattr(f, '__name__', 'f')})"
+    return _value_and_grad(f, argnums, has_aux, f"value_and_grad({_name(f)})", "value_and_grad",
+                           holomorphic)
+
+
+def _name(f: Any) -> str:
+    return getattr(f, "__name__", None) or type(f).__name__
+
+
+def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fname: str,
+                    transform: str, holomorphic: bool = False) -> Callable[..., Any]:
+    """``value_and_grad``, with errors naming ``fname`` (the transform the user called)."""
+    guarded = guard_opaque_calls(f, fname)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         nums, single = normalize_argnums(argnums, len(args), fname)
         if holomorphic:
             check_complex_inputs(args, nums, True, fname)
+        call = AuxOutput(guarded, fname) if has_aux else guarded
         inputs = _Inputs(args, nums, fname)
-        out = lift_object_array(f(*inputs.args, **kwargs))
+        out = lift_object_array(call(*inputs.args, **kwargs))
         check_output(out, fname)
-        if isinstance(out, (tuple, list, dict)):
+        if is_container(out):
+            hint = (" (with has_aux=True it returns (output, aux))" if has_aux else
+                    "; if the rest is auxiliary data, return (output, aux) and pass "
+                    "has_aux=True")
             raise ValueError(
-                f"{fname}: grad needs a scalar output, but the function returned a "
-                f"{type(out).__name__}; use ad.jacobian or ad.vjp for several outputs."
+                f"{fname}: {transform} needs a scalar output, but the function returned a "
+                f"{type(out).__name__}{hint}; use ad.jacobian or ad.vjp for several "
+                f"outputs."
             )
         shape = shape_of(out)
         if shape != () and int(np.prod(shape, dtype=np.int64)) != 1:
             raise ValueError(
-                f"{fname}: grad needs a scalar output, but the function returned shape "
-                f"{shape}; reduce it (e.g. np.sum) or use ad.jacobian(f) / ad.vjp(f, x) "
-                f"for non-scalar outputs."
+                f"{fname}: {transform} needs a scalar output, but the function returned "
+                f"shape {shape}; reduce it (e.g. np.sum) or use ad.jacobian(f) / "
+                f"ad.vjp(f, x) for non-scalar outputs."
             )
         if not holomorphic:
             check_real_output(out, fname)
@@ -135,31 +160,50 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
             leaf_grads = reverse_pass({id(out): (out, seed)})
         grads = inputs.gradients(leaf_grads)
         value = to_user(_output_value(out, inputs.level))
+        if has_aux:
+            value = (value, call.aux())  # type: ignore[union-attr]
         return value, (grads[0] if single else tuple(grads))
 
     return wrapped
 
 
 def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
-         holomorphic: bool = False) -> Callable[..., Any]:
+         has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar-valued ``f`` (reverse mode), shaped like the argument.
+
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
+    ``(gradient, aux)``; ``aux`` is not differentiated (as in JAX).
 
     Example:
         >>> import numpy as np, dualad as ad
         >>> ad.grad(lambda x, y: x * y, argnums=(0, 1))(2.0, 3.0)
         (array(3.), array(2.))
+        >>> g, aux = ad.grad(lambda x: (x ** 2, {"x2": x ** 2}), has_aux=True)(3.0)
+        >>> g, aux
+        (array(6.), {'x2': array(9.)})
     """
-    vg = value_and_grad(f, argnums, holomorphic=holomorphic)
+    return named_grad(f, argnums, f"grad({_name(f)})", "grad", has_aux=has_aux,
+                      holomorphic=holomorphic)
+
+
+def named_grad(f: Callable[..., Any], argnums: Argnums, fname: str, transform: str, *,
+               has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+    """``grad(f, argnums)`` whose errors name ``fname`` (e.g. ``hessian(f)``, built on it)."""
+    vg = _value_and_grad(f, argnums, has_aux, fname, transform, holomorphic)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        return vg(*args, **kwargs)[1]
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
 
     return wrapped
 
 
-def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple]]:
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), pullback)``; ``pullback(cotangent)`` gives one gradient per primal.
+
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and ``vjp`` returns
+    ``(output, pullback, aux)``.
 
     Example:
         >>> import numpy as np, dualad as ad
@@ -167,9 +211,11 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
         >>> pullback(np.array([1.0, 2.0]))
         (array([3., 6.]),)
     """
-    fname = f"vjp({getattr(f, '__name__', 'f')})"
+    fname = f"vjp({_name(f)})"
+    call = AuxOutput(guard_opaque_calls(f, fname), fname) if has_aux else \
+        guard_opaque_calls(f, fname)
     inputs = _Inputs(primals, tuple(range(len(primals))), fname)
-    out = f(*inputs.args)
+    out = call(*inputs.args)
     check_output(out, fname)
     out_leaves, out_spec = tree_flatten(out)
     out_leaves = [lift_object_array(o) for o in out_leaves]
@@ -187,6 +233,8 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
         seeds = _seeds(out_leaves, cot_leaves, level)
         return tuple(inputs.gradients(reverse_pass(seeds) if seeds else {}))
 
+    if has_aux:
+        return values, pullback, call.aux()  # type: ignore[union-attr]
     return values, pullback
 
 
