@@ -27,6 +27,7 @@ from .api import hessian, jacobian
 from .core.arguments import value
 from .core.dispatch import backward, forward, gradient
 from .core.errors import (
+    ConversionError,
     DualadError,
     GradcheckError,
     MissingRuleError,
@@ -56,6 +57,7 @@ __all__ = [
     "AbstractNode",
     "Broadcasted",
     "CachedNode",
+    "ConversionError",
     "Dual",
     "DualadError",
     "GradcheckError",

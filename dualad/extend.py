@@ -50,6 +50,7 @@ from .core.arguments import value
 from .core.array_protocol import lift_object_array, register_ufunc_method, shape_of
 from .core.dispatch import RuleFunction, backward, forward, gradient, missing_rule_message
 from .core.errors import (
+    ConversionError,
     DualadError,
     MissingRuleError,
     RuleError,
@@ -178,6 +179,7 @@ __all__ = [
     "declare_reduction",
     "declare_scan",
     # errors
+    "ConversionError",
     "DualadError",
     "MissingRuleError",
     "RuleError",

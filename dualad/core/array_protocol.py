@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import MissingRuleError
+from .errors import ConversionError, MissingRuleError
 from .operators import Broadcasted, Method
 from .tracing import apply_operator, is_foreign_array
 
@@ -184,7 +184,7 @@ class NumpyOverloads:
                 for index in np.ndindex(shape):
                     holder[index] = self[index]
             return holder
-        raise TypeError(
+        raise ConversionError(
             f"dualad: a traced value (shape {self.shape}) was converted to a plain "
             f"{np.dtype(dtype)} array, which would drop its derivative. This happens "
             f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
@@ -195,7 +195,7 @@ class NumpyOverloads:
         )
 
     def _refuse_conversion(self, call: str) -> Any:
-        raise TypeError(
+        raise ConversionError(
             f"dualad: {call} of a traced value (shape {self.shape}) would drop its "
             f"derivative. Use numpy functions (np.sin, not math.sin; np.round, not round) "
             f"and keep values as arrays; to fill an array entry by entry allocate it with "
@@ -399,24 +399,6 @@ def _dropping_method(name: str) -> Any:
     return method
 
 
-def _item(self: Any, *args: Any) -> Any:
-    """As ndarray.item, but the entry stays traced (a 0-d traced value, not a float)."""
-    if not args:
-        if self.size != 1:
-            raise ValueError("can only convert an array of size 1 to a Python scalar")
-        return np.reshape(self, ())
-    if len(args) == 1 and isinstance(args[0], (int, np.integer)):
-        return np.reshape(self, (-1,))[args[0]]
-    return self[args[0] if len(args) == 1 else args]
-
-
-def _tolist(self: Any) -> Any:
-    """As ndarray.tolist, with traced 0-d entries in the nested lists."""
-    if self.ndim == 0:
-        return self
-    return [_tolist(self[i]) for i in range(self.shape[0])]
-
-
 def _view(self: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A002
     """``x.view()`` (same dtype, same type): a view; other dtypes or types are refused."""
     if (dtype is None or np.dtype(dtype) == self.dtype) and type is None:
@@ -453,13 +435,10 @@ for _name in ("byteswap", "dump", "dumps", "tobytes", "tofile", "getfield", "set
     setattr(NumpyOverloads, _name, _dropping_method(_name))
 NumpyOverloads.compress = (  # type: ignore[attr-defined]
     lambda self, condition, axis=None: np.compress(condition, self, axis))
-NumpyOverloads.item = _item  # type: ignore[attr-defined]
-NumpyOverloads.tolist = _tolist  # type: ignore[attr-defined]
 NumpyOverloads.view = _view  # type: ignore[attr-defined]
 NumpyOverloads.resize = _resize  # type: ignore[attr-defined]
 NumpyOverloads.fill = lambda self, value: self.__setitem__(Ellipsis, value)  # type: ignore
 NumpyOverloads.put = lambda self, *a, **k: np.put(self, *a, **k)  # type: ignore
-NumpyOverloads.__round__ = lambda self, ndigits=None: np.round(self, ndigits or 0)  # type: ignore
 NumpyOverloads.real = property(lambda self: np.real(self))  # type: ignore
 NumpyOverloads.imag = property(lambda self: np.imag(self))  # type: ignore
 NumpyOverloads.flat = property(lambda self: np.ravel(self))  # type: ignore

@@ -328,7 +328,10 @@ def _function_label(op: Operator) -> str:
     if hasattr(f, "nin"):
         return f"{_ufunc_namespace(f)}.{name}"
     if module is None or module == "numpy" or module.startswith("numpy."):
-        return f"np.{name}" if getattr(np, name, None) is f else f"{module}.{name}"
+        if getattr(np, name, None) is f or module is None:
+            return f"np.{name}"
+        public = module.split("._")[0].removeprefix("numpy")  # numpy.linalg._linalg
+        return f"np{public}.{name}"  # np.linalg.tensorinv, np.fft.rfft
     if module.startswith("scipy."):
         public = module.split("._")[0]  # scipy.special._basic -> scipy.special
         return f"{public}.{name}"

@@ -39,3 +39,8 @@ class GradcheckError(DualadError, AssertionError):
 
 class TagMismatchError(DualadError, ValueError):
     """Dual numbers of different differentiations were combined by hand."""
+
+
+class ConversionError(DualadError, TypeError):
+    """A traced value was turned into a plain number or array, which would drop its
+    derivative (``float(x)``, ``x.item()``, writing it into ``np.empty(n)``)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -71,7 +72,7 @@ def _fresh(name: str, partials: str) -> str:
 
 
 def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], width: int,
-                  lifted: Sequence[int] = (), qualname: str = "f") -> str:
+                  lifted: Sequence[int] = (), qualname: str = "f", cache: bool = True) -> str:
     """Python source of a driver module.
 
     Parameters of ``run``: each argument ``a{k}``; after a differentiated array its
@@ -85,7 +86,7 @@ def driver_source(mode: str, *, nargs: int, seeded: Sequence[tuple[str, int]], w
     pass.
     """
     lines = [_HEADER.format(mode=mode, qualname=qualname, width=width), "",
-             "@numba.njit(cache=True)"]
+             f"@numba.njit(cache={cache})"]
     kinds = {k: kind for kind, k in seeded}
     params = []
     for k in range(nargs):
@@ -199,8 +200,11 @@ def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, i
         if entry is not None and entry[0] is dispatcher:
             return entry[1]
         qualname = getattr(dispatcher.py_func, "__qualname__", "f")
+        # A function of no importable module (code run with exec) compiles afresh in each
+        # process: Numba cannot reload compiled code that refers to such a module.
+        cache = _importable(dispatcher.py_func)
         source = driver_source(mode, nargs=nargs, seeded=seeded, width=width,
-                               lifted=lifted, qualname=qualname)
+                               lifted=lifted, qualname=qualname, cache=cache)
         digest = hashlib.sha256()
         for part in (FORMAT_VERSION, numba.__version__, np.__version__, sys.version,
                      _fingerprint(dispatcher), rules, source):
@@ -210,6 +214,11 @@ def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, i
         module.user = dual_version(dispatcher)
         _DRIVERS[key] = (dispatcher, module.run)
         return module.run
+
+
+def _importable(func: Any) -> bool:
+    """Whether ``func`` lives in a module a new process can import (or ``__main__``)."""
+    return inspect.getmodule(func) is not None
 
 
 # -- errors in the user's words ---------------------------------------------------------

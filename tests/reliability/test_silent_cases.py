@@ -386,11 +386,10 @@ def test_astype_int_is_a_constant_in_both_modes():
     lambda m: m.diagonal(), lambda m: m.repeat(2, axis=0), lambda m: m.round(1) + m,
     lambda m: m.take([0, 2], axis=1), lambda m: m.trace(),
     lambda m: m.compress([True, False, True], axis=1), lambda m: m.conj() * m,
-    lambda m: m.item(2) * m.item(1, 1), lambda m: np.stack(m.tolist()[0]) ** 2,
     lambda m: m.view() * 2.0, lambda m: m.real * m, lambda m: m.flat[3] * m,
     lambda m: m.mT, lambda m: m[0][m[0].argsort()], lambda m: m.max(axis=0),
 ], ids=["std", "var", "np_ptp", "cumsum", "cumprod", "diagonal", "repeat", "round",
-        "take", "trace", "compress", "conj", "item", "tolist", "view", "real", "flat", "mT",
+        "take", "trace", "compress", "conj", "view", "real", "flat", "mT",
         "argsort", "max"])
 def test_ndarray_methods(f):
     check(f, M)
