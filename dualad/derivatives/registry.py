@@ -121,7 +121,7 @@ class ElementwiseRule:
 
     __slots__ = (
         "function", "name", "arg_names", "expressions", "derivatives", "domain", "notes",
-        "source", "numpy_name", "may_warn", "_kernels", "_kernel_module",
+        "source", "numpy_name", "may_warn", "scalar_value", "_kernels", "_kernel_module",
     )
 
     def __init__(
@@ -150,6 +150,9 @@ class ElementwiseRule:
         self.may_warn = _may_warn(self.expressions)
         self._kernels: dict[tuple[bool, ...], Any] = {}
         self._kernel_module: Any = None
+        #: A Python operator that computes the function on two floats exactly as numpy
+        #: does (the table's ``scalar_operator``), else ``None``.
+        self.scalar_value: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:
         exprs = ", ".join(repr(d.text) for d in self.expressions)
@@ -451,6 +454,7 @@ def register_elementwise_rule(
     notes: str = "",
     source: str = "<user>",
     name: str | None = None,
+    scalar_operator: str | None = None,
 ) -> ElementwiseRule:
     """Check, compile and register the rule of ``func``; returns the :class:`ElementwiseRule`.
 
@@ -484,6 +488,8 @@ def register_elementwise_rule(
         traced, name, arg_names, parsed, domain=domain, notes=notes, source=source,
         numpy_name=_numpy_name(func),
     )
+    if scalar_operator is not None:
+        rule.scalar_value = _PYTHON_OPERATORS[scalar_operator]
     return _add(rule)
 
 
@@ -562,6 +568,7 @@ def _register_entry(entry: RuleEntry) -> ElementwiseRule:
     rule = register_elementwise_rule(
         entry.function, entry.arg_names, entry.derivatives, domain=entry.domain,
         notes=entry.notes, source=entry.source, name=entry.name,
+        scalar_operator=entry.scalar_operator,
     )
     if entry.scalar_operator is not None:
         _register_scalar_operator(entry.function, entry.scalar_operator)

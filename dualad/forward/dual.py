@@ -137,9 +137,11 @@ def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any],
     _mark_stale()
 
 
-def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple]) -> None:
-    """Scalar fast path: ``derivatives(*args, y)`` gives one partial per argument (or None)."""
-    _REG_SCALAR[ufunc] = (ufunc, derivatives)
+def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple],
+                          value: Callable[..., Any] | None = None) -> None:
+    """Scalar fast path: ``value(*args)`` (default: the ufunc) is the result and
+    ``derivatives(*args, y)`` gives one partial per argument (or None)."""
+    _REG_SCALAR[ufunc] = (ufunc if value is None else value, derivatives)
     _mark_stale()
 
 
@@ -566,7 +568,7 @@ def _scalar_binary(ufunc: Any, a: Any, b: Any) -> Dual | None:
         return None
     va = a.value if ta is Dual else a
     vb = b.value if tb is Dual else b
-    y = ufunc(va, vb)
+    y = sr[0](va, vb)
     da, db = sr[1](va, vb, y)
     d: Any = 0.0
     if ta is Dual and da is not None:
@@ -782,10 +784,20 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
 
 
 def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
-    # the lean path first (it returns None for calls it does not handle), else the rest
+    # A scalar with one direction and a plain number: the rule's scalar path inline (the
+    # hot path of derivative(f) on scalar code); then the lean path (it returns None for
+    # calls it does not handle); else the rest.
     cell = _LEAN_CELLS.setdefault(ufunc, [None])
     if reflected:
         def method(self: Any, other: Any) -> Any:
+            d = self._d
+            if d is not None and type(other) in _PLAIN_SCALARS and not _STALE[0]:
+                sr = _SCALAR_UFUNC.get(ufunc)
+                if sr is not None:
+                    v = self.value
+                    y = sr[0](other, v)
+                    db = sr[1](other, v, y)[1]
+                    return _new_scalar(y, 0.0 if db is None else db * d, self.tag)
             lean = cell[0]
             if lean is not None:
                 r = lean(other, self)
@@ -794,6 +806,14 @@ def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
             return _call_ufunc(ufunc, (other, self))
     else:
         def method(self: Any, other: Any) -> Any:
+            d = self._d
+            if d is not None and type(other) in _PLAIN_SCALARS and not _STALE[0]:
+                sr = _SCALAR_UFUNC.get(ufunc)
+                if sr is not None:
+                    v = self.value
+                    y = sr[0](v, other)
+                    da = sr[1](v, other, y)[0]
+                    return _new_scalar(y, 0.0 if da is None else da * d, self.tag)
             lean = cell[0]
             if lean is not None:
                 r = lean(self, other)

@@ -167,8 +167,19 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     return impl
 
 
+_CONSTANT_KINDS = {"one": 1.0, "minus_one": -1.0, "zero": 0.0, "none": None}
+
+
 def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
     derivatives = rule.derivatives
+    kinds = [derivative_kind(d) for d in rule.expressions]
+    if all(k in _CONSTANT_KINDS for k in kinds):  # no expression to evaluate (add, ...)
+        constants = tuple(_CONSTANT_KINDS[k] for k in kinds)
+
+        def constant(*args: Any) -> tuple:
+            return constants
+
+        return constant
     if not rule.may_warn:
         return derivatives
 
@@ -197,7 +208,8 @@ def register_rule_forward(rule: Any) -> None:
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
         if not undefined and all(derivative_kind(d) != "refuse" for d in rule.expressions):
-            register_scalar_ufunc(rule.function, _scalar_derivatives(rule))
+            register_scalar_ufunc(rule.function, _scalar_derivatives(rule),
+                                  value=rule.scalar_value)
             nin = len(rule.arg_names)
             if nin in (1, 2) and rule.function.nin == nin:
                 rk = dual_kernels.kernels_for(rule.function)
