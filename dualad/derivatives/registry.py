@@ -280,13 +280,23 @@ def kernel_cache_directory() -> Path:
     raise OSError("dualad: no writable directory for kernel modules")
 
 
-def import_kernel_module(source: str) -> Any:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    modname = f"dualad_kernel_{digest}"
+def import_kernel_module(source: str, modname: str | None = None,
+                         subdirectory: str = "") -> Any:
+    """Write generated ``source`` to the kernel cache directory (once) and import it.
+
+    ``modname`` defaults to a digest of the source; modules are kept by name, so Numba's
+    ``cache=True`` finds its compiled code beside the file in later processes.
+    """
+    if modname is None:
+        modname = f"dualad_kernel_{hashlib.sha256(source.encode()).hexdigest()[:20]}"
     with _kernel_lock:
         if modname in sys.modules:
             return sys.modules[modname]
-        path = kernel_cache_directory() / f"{modname}.py"
+        directory = kernel_cache_directory()
+        if subdirectory:
+            directory = directory / subdirectory
+            directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{modname}.py"
         if not path.exists() or path.read_text() != source:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(source)

@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import inspect
 import os
 import re
@@ -32,7 +31,7 @@ import numpy as np
 from numba.core.errors import NumbaError
 
 from ..core.errors import DualadError, MissingRuleError
-from ..derivatives.registry import kernel_cache_directory
+from ..derivatives.registry import import_kernel_module, kernel_cache_directory
 from .dual_type import ERROR_MARKER
 from .recompile import dual_version, source_fingerprint
 from .rule_overloads import rule_fingerprint
@@ -160,25 +159,6 @@ _lock = threading.Lock()
 _DRIVERS: dict[tuple, Any] = {}
 
 
-def _module_from_source(source: str, modname: str) -> Any:
-    directory = kernel_cache_directory() / "njit"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = Path(directory) / f"{modname}.py"
-    if not path.exists() or path.read_text() != source:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(modname, path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[modname] = module
-    try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    except BaseException:
-        del sys.modules[modname]
-        raise
-    return module
-
-
 _FINGERPRINTS: dict[int, tuple[Any, str]] = {}
 
 
@@ -210,7 +190,7 @@ def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, i
                      _fingerprint(dispatcher), rules, source):
             digest.update(part.encode() + b"\0")
         modname = f"dualad_njit_{digest.hexdigest()[:24]}"
-        module = sys.modules.get(modname) or _module_from_source(source, modname)
+        module = import_kernel_module(source, modname, subdirectory="njit")
         module.user = dual_version(dispatcher)
         _DRIVERS[key] = (dispatcher, module.run)
         return module.run
