@@ -24,7 +24,7 @@ ad.grad(np.sin)(0.5) (dispatch set-up) and the first np.sin on an ad.Dual (8 val
 directions) with the numba kernel forced, with empty kernel and numba cache directories
 (DUALAD_KERNEL_CACHE, NUMBA_CACHE_DIR; cold: generates and compiles) and again with the
 caches such a run left (warm: loads), next to the same first call with the kernels off
-(what is left is first-use set-up unrelated to numba). Those need dualad.forward.kernels'
+(what is left is first-use set-up unrelated to numba). Those need dualad.forward_mode.kernels'
 switch and are skipped without it. --quick skips the jax and torch imports.
 """
 

@@ -109,18 +109,18 @@ def numba_fused(op):
 def backend_switch(name, ops=OPS):
     """Select dualad's forward-mode kernel backend, "numpy" or "numba", inside a ``with``.
 
-    The single wiring point for ``dualad.forward.kernels``: "numpy" turns the fused kernels
+    The single wiring point for ``dualad.forward_mode.kernels``: "numpy" turns the fused kernels
     off (``set_enabled(False)``); "numba" turns them on and forces them at every size
     (size thresholds of ``ops`` set to 0, ``MIN_K`` to 1), so the two backends can be
     compared where dualad's own thresholds would choose one. Raises Skip when dualad has
     no such switch. Everything is restored on exit.
     """
     try:
-        mod = importlib.import_module("dualad.forward.kernels")
+        mod = importlib.import_module("dualad.forward_mode.kernels")
     except ImportError as exc:
-        raise Skip("dualad.forward.kernels does not exist yet") from exc
+        raise Skip("dualad.forward_mode.kernels does not exist yet") from exc
     if not callable(getattr(mod, "set_enabled", None)):
-        raise Skip("dualad.forward.kernels has no set_enabled switch")
+        raise Skip("dualad.forward_mode.kernels has no set_enabled switch")
     if name not in ("numpy", "numba"):
         raise ValueError(name)
     enabled, min_k, saved = mod.ENABLED, getattr(mod, "MIN_K", None), []

@@ -6,16 +6,21 @@ Example:
     >>> ad.grad(f)(np.array([1.0, 2.0])).round(4)
     array([2.2232, 1.9726])
 
-The package is layered; each layer imports only the ones below it:
+The package is layered; each layer imports only the ones below it (the same list as the
+import-linter contract in ``pyproject.toml`` and the README's layout table):
 
-* ``dualad`` (this module), :mod:`dualad.api`, :mod:`dualad.scipy_dropins`,
-  :mod:`dualad.gradcheck`: the user API;
+* ``dualad`` (this module) and :mod:`dualad.__main__`: the user API and the demonstration;
+* :mod:`dualad.scipy_rules` (scipy's names: special, stats, linalg, integrate) and
+  :mod:`dualad.diagnostics` (gradcheck, taylor_test, to_dot);
+* :mod:`dualad.api` (transforms that combine the modes: jacobian, hessian, hvp),
+  :mod:`dualad.sparse` (colouring, compressed passes) and :mod:`dualad.tape` (recorded
+  programs);
 * :mod:`dualad.numpy_rules`: the derivative rules of numpy, one file per family;
 * :mod:`dualad.extend`: the rule writer's API (all that rules use);
-* :mod:`dualad.sparse`: sparse Jacobians and Hessians (colouring, compressed passes);
-* :mod:`dualad.forward` and :mod:`dualad.reverse`: the two modes, and
+* :mod:`dualad.forward_mode` and :mod:`dualad.reverse_mode`: the two modes, and
   :mod:`dualad.sparsity`: the index sets that sparsity detection traces; independent of
   each other;
+* :mod:`dualad.njit`: dual numbers in nopython mode;
 * :mod:`dualad.derivatives`: the rule tables, their language and registry;
 * :mod:`dualad.core`: operators, dispatch, tracing, numpy's protocols, trees, errors.
 """
@@ -23,7 +28,7 @@ The package is layered; each layer imports only the ones below it:
 from __future__ import annotations
 
 from . import numpy_rules as _numpy_rules  # noqa: F401  (registers the rules)
-from .api import hessian, jacobian
+from .api import hessian, hvp, jacobian
 from .core.arguments import value
 from .core.dispatch import backward, forward, gradient
 from .core.errors import (
@@ -41,17 +46,14 @@ from .core.tracing import pause_recording, primitive
 from .core.trees import register_tree
 from .core.unbroadcast import unbroadcast
 from .derivatives.registry import define_rule
-from .forward.dual import Dual
-from .forward.transforms import derivative, jvp
-from .gradcheck import gradcheck
-from .graph_dot import to_dot
-from .hvp import hvp
-from .reverse.graph import AbstractNode, CachedNode, LeafNode, Node, Variable, register
-from .reverse.transforms import grad, value_and_grad, vjp
-from .scipy_dropins import ode_jacobian
+from .diagnostics import gradcheck, taylor_test, to_dot
+from .forward_mode.dual import Dual
+from .forward_mode.transforms import derivative, jvp
+from .reverse_mode.graph import AbstractNode, CachedNode, LeafNode, Node, Variable, register
+from .reverse_mode.transforms import grad, value_and_grad, vjp
+from .scipy_rules.integrate import ode_jacobian
 from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jacobian
 from .tape import Tape, TapeRetraceWarning, record
-from .taylor import taylor_test
 
 __all__ = [
     "AbstractNode",

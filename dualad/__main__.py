@@ -23,7 +23,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 
 def _best_time(f: Callable[[], Any], budget: float = 0.3) -> float:

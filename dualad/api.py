@@ -1,4 +1,5 @@
-"""Transforms that choose a mode: the Jacobian (forward, reverse or automatic) and the Hessian.
+"""Transforms that combine the modes: the Jacobian (forward, reverse or automatic), the
+Hessian and Hessian-vector products (forward over reverse).
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -20,12 +21,14 @@ import numpy as np
 
 from . import njit as _njit
 from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_argnums
+from .core.array_protocol import shape_of
+from .core.errors import ShapeError
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten
-from .forward.transforms import jacobian_forward
-from .reverse.transforms import check_complex_inputs, jacobian_reverse, named_grad
+from .forward_mode.transforms import jacobian_forward, jvp
+from .reverse_mode.transforms import check_complex_inputs, grad, jacobian_reverse, named_grad
 
-__all__ = ["jacobian", "hessian"]
+__all__ = ["hessian", "hvp", "jacobian"]
 
 MODES = ("auto", "forward", "reverse")
 
@@ -98,3 +101,34 @@ def hessian(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
     """
     fname = f"hessian({getattr(f, '__name__', 'f')})"
     return jacobian(named_grad(f, argnums, fname, "hessian"), argnums, mode="forward")
+
+
+def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
+    """The Hessian of the scalar-valued ``f`` at ``x`` applied to ``v``, shaped like ``x``.
+
+    Forward over reverse: the gradient is computed in reverse mode on dual numbers that
+    carry the one direction ``v``; the tangent of that gradient is ``H @ v``. The Hessian is
+    never formed. ``x`` and ``v`` are arrays (or numbers) of one shape, or trees of the same
+    structure.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 1.0]))
+        array([ 6., 12.])
+    """
+    name = getattr(f, "__name__", "f")
+    x_leaves, x_spec = tree_flatten(x)
+    v_leaves, v_spec = tree_flatten(v)
+    if repr(x_spec) != repr(v_spec) or len(x_leaves) != len(v_leaves):
+        raise ShapeError(
+            f"hvp({name}): v must have the structure of x; got {len(v_leaves)} leaves for "
+            f"{len(x_leaves)}.")
+    for a, b in zip(x_leaves, v_leaves):
+        if shape_of(a) != shape_of(b):
+            raise ShapeError(
+                f"hvp({name}): v has shape {shape_of(b)} where x has shape {shape_of(a)}; "
+                f"pass a direction shaped like x.")
+    v = v if isinstance(v, Traced) or not isinstance(v, (int, float, np.ndarray, np.generic)) \
+        else np.asarray(v, dtype=np.float64)
+    _, tangent = jvp(grad(f), (x,), (v,))
+    return tangent

@@ -78,7 +78,7 @@ from .derivatives.registry import (
     register_tables,
     rules,
 )
-from .forward.dual import (
+from .forward_mode.dual import (
     Dual,
     Tag,
     dual_result,
@@ -89,10 +89,10 @@ from .forward.dual import (
     value_at,
     zero_partials,
 )
-from .forward.elementwise import register_value_rule
-from .forward.rules import tangent_rule
-from .reverse.backward import gradients_needed
-from .reverse.graph import (
+from .forward_mode.elementwise import register_value_rule
+from .forward_mode.rules import tangent_rule
+from .reverse_mode.backward import gradients_needed
+from .reverse_mode.graph import (
     AbstractNode,
     CachedNode,
     MutableNode,
@@ -102,7 +102,7 @@ from .reverse.graph import (
     register_keyword_aliases,
     register_write_rule,
 )
-from .reverse.rules import gradient_rule
+from .reverse_mode.rules import gradient_rule
 from .sparsity.flows import (
     declare_allocation,
     declare_composite,

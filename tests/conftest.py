@@ -6,8 +6,11 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# "ci" is derandomized: a CI run is reproducible, and new examples are explored by the
+# "long" and "thorough" profiles on demand.
 settings.register_profile(
-    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci", max_examples=200, deadline=None, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(
     "thorough", max_examples=10_000, deadline=None,

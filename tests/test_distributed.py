@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 cloudpickle = pytest.importorskip("cloudpickle")
 

@@ -26,7 +26,7 @@ SCRIPT = """
 import numpy as np
 import dualad as ad
 import dualad_downstream as dd
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 assert "site-packages" not in dd.__file__ and "tests/downstream" not in dd.__file__, dd.__file__
 x = np.array([0.3, -1.0, 2.0, 700.0])

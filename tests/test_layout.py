@@ -10,7 +10,7 @@ import pytest
 
 import dualad
 
-LAYERS = ["dualad.core", "dualad.derivatives", "dualad.forward", "dualad.reverse",
+LAYERS = ["dualad.core", "dualad.derivatives", "dualad.forward_mode", "dualad.reverse_mode",
           "dualad.extend", "dualad.numpy_rules", "dualad.api"]
 
 
@@ -25,6 +25,6 @@ def test_layer_imports_in_a_fresh_interpreter(layer):
 
 def test_every_module_imports():
     names = [m.name for m in pkgutil.walk_packages(dualad.__path__, "dualad.")]
-    assert "dualad.core.dispatch" in names and "dualad.forward.dual" in names
+    assert "dualad.core.dispatch" in names and "dualad.forward_mode.dual" in names
     for name in names:
         importlib.import_module(name)

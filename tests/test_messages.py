@@ -196,7 +196,7 @@ def test_compiled_code_wrapped_with_primitive_and_a_rule_works():
 
     x = np.linspace(0, 1, 6)
     g = ad.grad(lambda x: np.sum(smooth(x) * x))(x)
-    from dualad.gradcheck import numerical_jacobian
+    from dualad.diagnostics.gradcheck import numerical_jacobian
     np.testing.assert_allclose(g, numerical_jacobian(lambda x: np.sum(smooth(x) * x), (x,), 0),
                                rtol=1e-6, atol=1e-9)
 

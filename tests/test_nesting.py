@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.forward.dual import Dual, Tag
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.forward_mode.dual import Dual, Tag
 
 # -- perturbation confusion -------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .api import jacobian
-from .core.arguments import as_differentiable
-from .core.errors import GradcheckError
+from ..api import jacobian
+from ..core.arguments import as_differentiable
+from ..core.errors import GradcheckError
 
 __all__ = ["gradcheck", "numerical_jacobian"]
 

@@ -8,7 +8,7 @@ operations of a tape (comparisons, indices: see :mod:`dualad.tape`) are dashed.
 Example:
     >>> import numpy as np, dualad as ad
     >>> x = ad.Variable(np.ones(3))
-    >>> from dualad.graph_dot import to_dot
+    >>> from dualad.diagnostics.graph_dot import to_dot
     >>> text = to_dot(np.sum(np.sin(x)))
     >>> text.splitlines()[0], "sin" in text
     ('digraph dualad {', True)
@@ -20,11 +20,11 @@ import shutil
 import subprocess
 from typing import Any
 
-from .core.array_protocol import shape_of
-from .core.operators import Operator, function_name
-from .reverse.backward import topological_order
-from .reverse.graph import AbstractNode, CachedNode, LeafNode
-from .tape import Program, Tape, ValueNode
+from ..core.array_protocol import shape_of
+from ..core.operators import Operator, function_name
+from ..reverse_mode.backward import topological_order
+from ..reverse_mode.graph import AbstractNode, CachedNode, LeafNode
+from ..tape import Program, Tape, ValueNode
 
 __all__ = ["to_dot"]
 

@@ -12,7 +12,7 @@ about 1 (or 2) when they are wrong.
 
 Example:
     >>> import numpy as np
-    >>> from dualad.taylor import taylor_test
+    >>> from dualad.diagnostics.taylor import taylor_test
     >>> f = lambda x: np.sum(np.sin(x) * x)
     >>> rates = taylor_test(f, np.array([0.5, 1.0]), np.array([1.0, -0.5]))
     >>> bool(np.all(np.abs(rates - 2) < 0.2))
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .core.errors import GradcheckError
-from .hvp import hvp
-from .reverse.transforms import grad
+from ..api import hvp
+from ..core.errors import GradcheckError
+from ..reverse_mode.transforms import grad
 
 __all__ = ["taylor_test"]
 

@@ -3,7 +3,7 @@
 A :class:`Dual` holds ``value`` (shape ``S``) and ``partials`` (shape ``S + (k,)``): the
 derivatives of the value along ``k`` directions, carried at once. Numpy calls on Duals
 return Duals; the tangent rules that do this are ``forward`` methods for Dual arguments
-(elementwise ones come from the rules tables, see :mod:`dualad.forward.elementwise`).
+(elementwise ones come from the rules tables, see :mod:`dualad.forward_mode.elementwise`).
 
 Every differentiation owns a :class:`Tag` (a fresh level). A call is handled by the
 innermost tag among its arguments; Duals of other (outer) tags are constants to it, so
@@ -66,7 +66,7 @@ class Tag:
     """The identity of one differentiation; ``level`` orders nested ones (higher = inner).
 
     Example:
-        >>> from dualad.forward.dual import Tag
+        >>> from dualad.forward_mode.dual import Tag
         >>> Tag().level < Tag().level
         True
     """
@@ -91,7 +91,7 @@ _PLAIN_SCALARS = frozenset((float, int, np.float64))
 # registered tables hold every fast implementation; the active ones (used on hot paths) drop
 # a function as soon as someone registers their own forward method for it with Dual
 # arguments, so a user's rule always wins (see _refresh_fast_paths).
-# ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward.elementwise).
+# ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward_mode.elementwise).
 _REG_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 _FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
 # numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
@@ -104,7 +104,7 @@ _FAST_DIRECT: dict[Any, Callable[..., Any]] = {}
 _REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 _SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
 # ufunc -> impl(*args) returning the Dual result or None (then the paths above decide);
-# the lean paths of elementwise rules (dualad.forward.lean), by number of inputs.
+# the lean paths of elementwise rules (dualad.forward_mode.lean), by number of inputs.
 _REG_LEAN: dict[Any, Callable[..., Any]] = {}
 _LEAN_UNARY: dict[Any, Callable[[Any], Any]] = {}
 _LEAN_BINARY: dict[Any, Callable[[Any, Any], Any]] = {}
@@ -236,7 +236,7 @@ class Dual(Traced, NumpyOverloads):
             tag = DEFAULT_TAG
         elif not isinstance(tag, Tag):
             raise TypeError(
-                f"Dual: tag must be a dualad.forward.dual.Tag or None, got {type(tag).__name__}; "
+                f"Dual: tag must be a dualad.forward_mode.dual.Tag or None, got {type(tag).__name__}; "
                 f"omit it for hand-made Duals."
             )
         value = _as_value(value)
@@ -646,7 +646,7 @@ def tangent_parts(args: Sequence[Any]) -> tuple[Tag | None, list[tuple[Any, Any]
 
     Example:
         >>> import numpy as np
-        >>> from dualad.forward.dual import Dual, tangent_parts
+        >>> from dualad.forward_mode.dual import Dual, tangent_parts
         >>> tag, parts = tangent_parts((Dual(1.0, [2.0]), 3.0))
         >>> parts
         [(np.float64(1.0), array([2.])), (3.0, None)]
@@ -761,7 +761,7 @@ def register_forward(op_type: type, arg_types: Sequence[type], method: Callable[
 
     Example:
         >>> import numpy as np
-        >>> from dualad.forward.dual import Dual, register_forward
+        >>> from dualad.forward_mode.dual import Dual, register_forward
         >>> from dualad.core.operators import Method
         >>> def twice(x):
         ...     return 2 * x

@@ -5,7 +5,7 @@ Every :class:`~dualad.derivatives.registry.ElementwiseRule` (the tables under ``
 registry's :func:`~dualad.derivatives.registry.on_rule_registered` hook. For
 ``y = f(x1, ..., xn)`` the output partials are ``sum_i df/dxi * xi.partials``, with the
 derivatives from the rule's compiled expressions. Large plain float64 operands use the
-rule's fused Numba kernel (see :mod:`dualad.forward.kernels`); everything else (small arrays,
+rule's fused Numba kernel (see :mod:`dualad.forward_mode.kernels`); everything else (small arrays,
 one direction, nested Duals whose values are traced) uses numpy calls only, so higher
 derivatives work.
 

@@ -14,7 +14,7 @@ kernels off.
 
 Example:
     >>> import numpy as np
-    >>> from dualad.forward.kernels import kernel_class
+    >>> from dualad.forward_mode.kernels import kernel_class
     >>> from dualad.derivatives.registry import get_rule
     >>> kernel_class(get_rule(np.add)), kernel_class(get_rule(np.sin))
     ('linear', 'nonlinear')

@@ -1,6 +1,6 @@
 """Lean tangent paths of elementwise rules: one impl per rule, specialised at registration.
 
-The general tangent of an elementwise rule (:func:`dualad.forward.elementwise.elementwise_tangent`)
+The general tangent of an elementwise rule (:func:`dualad.forward_mode.elementwise.elementwise_tangent`)
 accepts anything: Duals of several tags, broadcasting operands, traced values, keywords. Most
 calls in a simulation are simpler: one or two operands of one shape, plain numpy values and
 partials, one tag. For those, :func:`lean_unary` and :func:`lean_binary` build, from the

@@ -1,6 +1,6 @@
 """Forward-mode transforms: jvp, derivative, and the chunked forward Jacobian.
 
-The differentiated arguments become :class:`~dualad.forward.dual.Dual` numbers of a fresh tag,
+The differentiated arguments become :class:`~dualad.forward_mode.dual.Dual` numbers of a fresh tag,
 seeded with ``k`` directions at once (a *chunk*); one evaluation of ``f`` then gives ``k``
 columns of the Jacobian. The chunk is chosen from measurement (:func:`choose_chunk`): all
 ``n`` inputs in one pass while the seed partials (``n * k`` float64) fit in

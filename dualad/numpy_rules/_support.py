@@ -29,7 +29,7 @@ from ..extend import (
     shape_of,
     tangent_rule,
 )
-from ..reverse.transforms import vjp
+from ..reverse_mode.transforms import vjp
 
 __all__ = [
     "gradient_rule",

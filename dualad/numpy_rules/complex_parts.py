@@ -39,8 +39,8 @@ from ..extend import (
     gradient,
     shape_of,
 )
-from ..forward.dual import dual_signatures, register_fast_ufunc, register_forward
-from ..forward.elementwise import elementwise_tangent
+from ..forward_mode.dual import dual_signatures, register_fast_ufunc, register_forward
+from ..forward_mode.elementwise import elementwise_tangent
 from . import elementwise as _elementwise  # noqa: F401  (registered first, replaced here)
 from . import functions as _functions  # noqa: F401
 from . import selection as _selection  # noqa: F401

@@ -65,7 +65,7 @@ def matmul_gradients(grad: Any, a: Any, b: Any,
                      needs: list[bool] | None = None) -> tuple[Any, Any]:
     """Gradients of ``a @ b`` for 1-D, 2-D and batched (broadcast) operands.
 
-    ``needs`` (from :func:`~dualad.reverse.backward.gradients_needed`) skips constants.
+    ``needs`` (from :func:`~dualad.reverse_mode.backward.gradients_needed`) skips constants.
     """
     if needs is not None and not (needs[0] and needs[1]):
         ga = gb = None

@@ -2,7 +2,7 @@
 
 Simulation code allocates an array like its input and fills it. On a graph node,
 ``np.empty_like`` / ``np.zeros_like`` / ``np.ones_like`` / ``np.full_like`` and
-``np.copy`` (``x.copy()``) return a :class:`~dualad.reverse.graph.MutableNode`: a graph node that
+``np.copy`` (``x.copy()``) return a :class:`~dualad.reverse_mode.graph.MutableNode`: a graph node that
 may be written into. (``empty_like`` gives zeros, so unwritten entries are defined.)
 
 Each write ``y[key] = value`` records a *functional update*: a new node
@@ -26,7 +26,7 @@ Each write copies the array (O(n) per write), the price of keeping every earlier
 for the reverse pass. Writing into a differentiated argument or into any other computed
 node is a TypeError that says to allocate with ``np.empty_like`` / ``np.copy`` first;
 writing a traced value into a plain ``np.empty(n)`` array is a TypeError too (it would
-drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.forward.dual`).
+drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.forward_mode.dual`).
 ``np.copyto``, ``np.put``, ``np.put_along_axis`` and ``np.fill_diagonal`` on a writable
 node are writes as well.
 """

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from . import njit as _njit
-from .api import jacobian
-from .sparse.ode import ode_sparsity, sparse_ode_jacobian
+from .. import njit as _njit
+from ..api import jacobian
+from ..sparse.ode import ode_sparsity, sparse_ode_jacobian
 
 __all__ = ["ode_jacobian"]
 

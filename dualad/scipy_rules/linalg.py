@@ -39,7 +39,7 @@ import scipy.linalg as _sl
 
 from ..core.array_protocol import shape_of
 from ..core.tracing import primitive
-from ..forward.dual import Dual, innermost_tag
+from ..forward_mode.dual import Dual, innermost_tag
 from ..numpy_rules._support import (
     gradient_rule,
     kfirst,

@@ -42,8 +42,8 @@ import numpy as np
 
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import DualadError, ShapeError
-from ..forward.dual import Dual, Tag
-from ..reverse.transforms import grad, vjp
+from ..forward_mode.dual import Dual, Tag
+from ..reverse_mode.transforms import grad, vjp
 from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
 

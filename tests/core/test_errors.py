@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.forward.dual import Dual, Tag
+from dualad.forward_mode.dual import Dual, Tag
 
 
 @contextlib.contextmanager

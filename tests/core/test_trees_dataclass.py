@@ -10,7 +10,7 @@ import pytest
 
 import dualad as ad
 from dualad.core.trees import is_container, tree_flatten, tree_unflatten
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 
 @dataclasses.dataclass

@@ -12,7 +12,7 @@ import pytest
 
 import dualad as ad
 from dualad.derivatives.registry import get_rule
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 RNG = np.random.default_rng(20240611)
 

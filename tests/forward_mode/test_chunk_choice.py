@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dualad as ad
-from dualad.forward import transforms
-from dualad.forward.transforms import CHUNK_BUDGET, choose_chunk
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.forward_mode import transforms
+from dualad.forward_mode.transforms import CHUNK_BUDGET, choose_chunk
 
 
 def test_budget_is_eight_mib_so_1024_inputs_go_in_one_pass():

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.forward import kernels as dual_kernels
-from dualad.forward.dual import DEFAULT_TAG, Dual, Tag, tangent_parts
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.forward_mode import kernels as dual_kernels
+from dualad.forward_mode.dual import DEFAULT_TAG, Dual, Tag, tangent_parts
 
 RNG = np.random.default_rng(0)
 

@@ -6,18 +6,18 @@ import operator
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dualad as ad
 from dualad import extend
 from dualad.core.operators import Broadcasted, Method
 from dualad.derivatives.registry import get_rule, register_elementwise_rule
-from dualad.forward import dual as dual_module
-from dualad.forward import kernels as dual_kernels
-from dualad.forward.dual import Dual, Tag, _setitem
-from dualad.forward.lean import lean_binary, lean_unary
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.forward_mode import dual as dual_module
+from dualad.forward_mode import kernels as dual_kernels
+from dualad.forward_mode.dual import Dual, Tag, _setitem
+from dualad.forward_mode.lean import lean_binary, lean_unary
 
 UNARY = [np.sin, np.cos, np.tan, np.exp, np.log, np.sqrt, np.tanh, np.arcsin, np.arctan,
          np.negative, np.positive, np.square, np.reciprocal, np.log1p, np.expm1, np.cbrt,
@@ -195,6 +195,9 @@ def _forward_jacobians(f, x):
 def test_random_programs_agree_with_and_without_fast_paths(steps, seed):
     f = _program(steps)
     x = np.random.default_rng(seed).uniform(-1.0, 1.0, 6)
+    with np.errstate(all="ignore"):
+        # programs that overflow compare infinities, and differences are meaningless there
+        assume(np.all(np.abs(f(x)) < 1e3))
     fast = _forward_jacobians(f, x)
     with pytest.MonkeyPatch.context() as mp:
         for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):

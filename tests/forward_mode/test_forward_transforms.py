@@ -5,9 +5,9 @@ import pytest
 
 import dualad as ad
 from dualad.derivatives.registry import register_tables, rules
-from dualad.forward import kernels as dual_kernels
-from dualad.forward.dual import Dual, Tag
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.forward_mode import kernels as dual_kernels
+from dualad.forward_mode.dual import Dual, Tag
 
 pytest.importorskip("scipy.special")
 register_tables(scipy=True)

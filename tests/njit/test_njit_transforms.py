@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 numba = pytest.importorskip("numba")
 

@@ -5,7 +5,7 @@ import pytest
 from numpy_rule_checks import check, check_second_order, rand, spd, well_conditioned
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 
 def sym(a):

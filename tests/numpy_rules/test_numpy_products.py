@@ -167,7 +167,7 @@ def test_matmul_random_batch_shapes(shapes, n, m, k, vec):
 
 
 def test_rules_learn_which_arguments_need_gradients():
-    from dualad.reverse.backward import gradients_needed
+    from dualad.reverse_mode.backward import gradients_needed
 
     seen = []
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 N = 4  # every value of a program is a length-4 vector
 _HAS_PANDAS = importlib.util.find_spec("pandas") is not None

@@ -7,7 +7,7 @@ import pytest
 
 import dualad as ad
 from dualad.core.tracing import Traced
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 X = np.array([0.3, -1.1, 0.8])
 

@@ -20,7 +20,7 @@ from sparse_problems import (
 )
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.sparse import jacobian_sparsity as ad_sparsity
 from dualad.sparse import sparse_hessian, sparse_jacobian
 from dualad.sparse.compressed import SparsityChangedWarning

@@ -15,7 +15,7 @@ from sparse_problems import (
 )
 
 import dualad as ad
-from dualad.gradcheck import numerical_jacobian
+from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.sparse import hessian_sparsity, jacobian_sparsity
 
 RNG = np.random.default_rng(14)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.hvp import hvp
+from dualad.api import hvp
 from dualad.tape import record
 
 

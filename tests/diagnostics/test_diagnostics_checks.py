@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.graph_dot import to_dot
+from dualad.diagnostics.graph_dot import to_dot
+from dualad.diagnostics.taylor import taylor_test
 from dualad.tape import record
-from dualad.taylor import taylor_test
 
 
 def f(x):

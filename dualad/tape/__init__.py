@@ -1,0 +1,20 @@
+"""Record once, replay fast: ``ad.record(f, *example_args)`` gives a :class:`Tape`.
+
+The package holds one concept per module: :mod:`~dualad.tape.program` (the recorded
+operations, guards, the replay and the reverse sweep), :mod:`~dualad.tape.recording` (running
+``f`` on graph nodes and linearising what it called), :mod:`~dualad.tape.python_backend`
+(programs written out as straight-line Python) and :mod:`~dualad.tape.tape` (the
+:class:`Tape` users hold).
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> record(lambda x: np.sum(x ** 2), np.zeros(2)).grad(np.array([1.0, 2.0]))
+    array([2., 4.])
+"""
+
+from .program import Program
+from .recording import TapeRetraceWarning, ValueNode
+from .tape import Tape, record
+
+__all__ = ["Program", "Tape", "TapeRetraceWarning", "ValueNode", "record"]

@@ -1,0 +1,283 @@
+"""Recording: ``f`` run once on graph nodes, its value-dependent reads noted as guards,
+and the graph linearised into a :class:`~dualad.tape.program.Program`.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> tape = record(lambda x: np.sum(x) if x[0] > 0 else -np.sum(x), np.ones(2))
+    >>> tape.recordings
+    1
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import plum
+
+from ..core.arguments import value as plain_value
+from ..core.array_protocol import lift_object_array, shape_of, value_observer
+from ..core.dispatch import forward as forward_rules
+from ..core.dispatch import gradient as gradient_rules
+from ..core.operators import Operator
+from ..core.tracing import Traced
+from ..core.trees import tree_flatten
+from ..derivatives.registry import get_rule, operator_type
+from ..reverse_mode.backward import topological_order
+from ..reverse_mode.elementwise import register_rule_gradient
+from ..reverse_mode.graph import CachedNode, MutableNode, Variable
+from .program import Operation, Program
+
+_TABLE_MODULE = register_rule_gradient.__module__
+
+#: How many recordings a tape keeps per input signature (different branches).
+MAX_RECORDINGS = 8
+
+
+class TapeRetraceWarning(UserWarning):
+    """A tape recorded its function again: a guard failed or the input shapes changed."""
+
+
+# -- recording ------------------------------------------------------------------------------
+
+
+class ValueNode(CachedNode):
+    """A result without derivative (a comparison, an index) computed from traced values.
+
+    Made only while a tape records, so that the program recomputes it on replay; reading
+    its value in Python (``bool``, ``int``, ``float``, an index, plain numpy) is a guard.
+    """
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return _read(self, "bool", bool(self.output))
+
+    def __int__(self) -> int:
+        return _read(self, "int", int(self.output))
+
+    def __float__(self) -> float:
+        return _read(self, "float", float(self.output))
+
+    def __index__(self) -> int:
+        return _read(self, "index", operator.index(self.output))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.array(self.output, copy=True)
+        _read(self, "value", out)
+        return out if dtype is None else out.astype(dtype)
+
+    def astype(self, dtype: Any, copy: bool = True, **kwargs: Any) -> Any:
+        if np.dtype(dtype).kind == "f":
+            return super().astype(dtype, copy, **kwargs)
+        return np.asarray(self.__array__()).astype(dtype, **kwargs)
+
+    def item(self, *args: Any) -> Any:
+        return self.__array__().item(*args)
+
+    def tolist(self) -> Any:
+        return self.__array__().tolist()
+
+    def __repr__(self) -> str:
+        return f"ValueNode({self.op!r}, output={self.output!r})"
+
+
+def _read(node: ValueNode, kind: str, outcome: Any) -> Any:
+    observer = value_observer.get()
+    if isinstance(observer, Recorder):
+        observer.guard(node, kind, outcome)
+    return outcome
+
+
+_WRAPPED_RESULTS = (np.ndarray, np.generic, bool)
+
+
+def _state(a: Any) -> Any:
+    """A writable node's current contents (later writes must not change what was read)."""
+    if type(a) is MutableNode:
+        return a._state
+    if type(a) in (list, tuple):
+        return type(a)(b._state if type(b) is MutableNode else b for b in a)
+    return a
+
+
+class Recorder:
+    """The value observer of one recording: collects guards, wraps derivative-less results."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.guards: list[tuple[Any, str, Any]] = []
+
+    def guard(self, node: Any, kind: str, outcome: Any) -> None:
+        if getattr(node, "level", None) == self.level:
+            self.guards.append((node, kind, outcome))
+
+    def on_bool(self, node: Any, outcome: bool) -> None:
+        self.guard(node, "bool", outcome)
+
+    def on_result(self, op: Operator, args: tuple, kwargs: dict, out: Any, level: int) -> Any:
+        if level != self.level or not isinstance(out, _WRAPPED_RESULTS):
+            return out
+        args = tuple(_state(a) for a in args)
+        kwargs = {k: _state(v) for k, v in kwargs.items()}
+        return ValueNode.recorded(op, args, kwargs, out, level)
+
+
+def is_float_leaf(x: Any) -> bool:
+    if isinstance(x, Traced):
+        return True
+    if isinstance(x, float):
+        return True
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.dtype.kind in "fc"
+    return False
+
+
+def constant_key(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return ("array", x.dtype.str, x.shape, x.tobytes())
+    try:
+        hash(x)
+    except TypeError:
+        return ("object", id(x))
+    return (type(x), x)
+
+
+def _resolved(function: Any, types: tuple[type, ...]) -> Any:
+    """The method of the rule function ``function`` for ``types`` (its public, cached
+    ``resolve``), or None when none (or several) match."""
+    try:
+        return function.resolve(types)
+    except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
+        return None
+
+
+def _resolve_forward(op: Operator, values: Sequence[Any]) -> Callable[..., Any]:
+    method = _resolved(forward_rules, (type(op),) + tuple(map(type, values)))
+    if method is None:
+        return functools.partial(forward_rules, op)
+    if method is _resolved(forward_rules, (Operator,)):  # the catch-all: a plain call
+        return getattr(op, "f", op)
+    return functools.partial(method, op)
+
+
+def _resolve_gradient(op: Operator, output: Any, values: Sequence[Any]) -> Callable[..., Any]:
+    types = (type(op), type(output), type(output)) + tuple(map(type, values))
+    method = _resolved(gradient_rules, types)
+    if method is None:
+        return functools.partial(gradient_rules, op)
+    return functools.partial(method, op)
+
+
+
+
+def _table_rule(op: Operator, gfn: Any) -> Any:
+    """The rules-table entry whose gradient method ``gfn`` calls, if it is one."""
+    f = getattr(op, "f", None)
+    method = getattr(gfn, "func", None)
+    if f is None or method is None:
+        return None
+    rule = get_rule(f)
+    if rule is None or operator_type(rule.function) is not type(op):
+        return None
+    if getattr(method, "__module__", None) != _TABLE_MODULE or \
+            getattr(method, "__name__", None) != f"gradient_{rule.name}":
+        return None  # a user's own method for this function replaced the table's
+    return rule
+
+
+
+def _encode(a: Any, slot_of: dict[int, int]) -> tuple[bool, Any]:
+    """``(True, slot)`` for a recorded node, else ``(False, constant)``."""
+    if isinstance(a, CachedNode) or isinstance(a, Variable):
+        s = slot_of.get(id(a))
+        if s is not None:
+            return True, s
+    return False, a
+
+
+def build_program(key: Any, level: int, variables: list[Variable], input_leaves: list[int],
+                   out: Any, recorder: Recorder) -> Program:
+    out_leaves, out_spec = tree_flatten(out)
+    out_leaves = [lift_object_array(o) for o in out_leaves]
+    roots = [o for o in out_leaves if isinstance(o, (CachedNode, Variable))
+             and o.level == level]
+    roots += [node for node, _, _ in recorder.guards]
+    order = topological_order(roots)
+    slot_of = {id(v): i for i, v in enumerate(variables)}
+    guards_of: dict[int, list[tuple[str, Any]]] = {}
+    for node, kind, outcome in recorder.guards:
+        guards_of.setdefault(id(node), []).append((kind, outcome))
+    input_guards = [(s, kind, outcome) for s, v in enumerate(variables)
+                    for kind, outcome in guards_of.get(id(v), ())]
+    ops: list[Operation] = []
+    value_only: set[int] = set()  # slots of value-only results (comparisons, indices)
+    n = len(variables)
+    for node in order:
+        if not isinstance(node, CachedNode) or id(node) in slot_of:
+            continue
+        e = Operation()
+        e.op = node.op
+        e.template, e.refs, e.seqs = [], [], []
+        values = []
+        for pos, a in enumerate(node.args):
+            is_slot, payload = _encode(a, slot_of)
+            if is_slot:
+                e.template.append(None)
+                e.refs.append((pos, payload))
+                values.append(a._primal())
+            elif type(a) in (list, tuple):
+                items = [(j, slot_of[id(b)]) for j, b in enumerate(a)
+                         if isinstance(b, (CachedNode, Variable)) and id(b) in slot_of]
+                plain = [b._primal() if isinstance(b, (CachedNode, Variable))
+                         and id(b) in slot_of else b for b in a]
+                e.template.append(type(a)(plain))
+                if items:
+                    e.seqs.append((pos, type(a), items))
+                values.append(type(a)(plain))
+            else:
+                e.template.append(a)
+                values.append(a)
+        e.kw, e.kw_refs = {}, []
+        for k, v in node.kwargs.items():
+            is_slot, payload = _encode(v, slot_of)
+            if is_slot:
+                e.kw_refs.append((k, payload))
+            else:
+                e.kw[k] = v
+        e.refs, e.seqs, e.kw_refs = tuple(e.refs), tuple(e.seqs), tuple(e.kw_refs)
+        e.differentiable = not isinstance(node, ValueNode)
+        e.multi = isinstance(node.output, (tuple, list))
+        e.fn = _resolve_forward(node.op, values)
+        e.gfn = _resolve_gradient(node.op, node.output, values) if e.differentiable else None
+        e.rule = _table_rule(node.op, e.gfn) if e.differentiable else None
+        e.shape = shape_of(node.output) if not e.multi else None
+        guards = list(guards_of.get(id(node), ()))
+        used = [s for _, s in e.refs] + [s for _, _, items in e.seqs for _, s in items] + \
+            [s for _, s in e.kw_refs]
+        if e.differentiable and not e.multi and any(s in value_only for s in used):
+            # indexed by a value (a mask, np.nonzero): the shape may change with it
+            guards.append(("shape", e.shape))
+        e.guards = tuple(guards)
+        e.arg_shapes = [shape_of(v) if not isinstance(v, (list, tuple)) else None
+                        for v in values]
+        e.out = n
+        if not e.differentiable:
+            value_only.add(n)
+        slot_of[id(node)] = n
+        n += 1
+        ops.append(e)
+    outputs = []
+    for o in out_leaves:
+        is_slot, payload = _encode(o, slot_of)
+        outputs.append((is_slot, payload if is_slot else plain_value(o)))
+    program = Program(key, n, len(variables), input_leaves, ops, out_spec, outputs,
+                      [shape_of(v.value) for v in variables])
+    program.input_guards = input_guards
+    program.scalar_output = (out_spec is None and len(out_leaves) == 1
+                             and shape_of(plain_value(out_leaves[0])) == ())
+    return program
