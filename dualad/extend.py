@@ -9,23 +9,28 @@ from the least to the most work:
 
        softplus = define_rule(softplus, args=("x",), derivatives=("1 / (1 + exp(-x))",))
 
-2. **Any function, reverse mode**: a ``gradient`` method for ``Method[f]`` (a
-   :func:`primitive` records itself as one operation). It returns one gradient per
-   positional argument (``None`` where there is none)::
+2. **Any function, reverse mode**: :func:`gradient_rule` (a :func:`primitive` records
+   itself as one operation). The rule returns one gradient per positional argument
+   (``None`` where there is none)::
 
-       @gradient.dispatch
-       def gradient(op: Method[f], grad, output, x):
+       @gradient_rule(f)
+       def _f(grad, output, x):
            return (grad * <df/dx>,)
 
-   :func:`gradient_rule` registers one implementation for several functions at once.
+3. **Any function, forward mode**: :func:`tangent_rule`, a rule that receives the
+   arguments (some of them :class:`Dual`) and returns the Dual result;
+   :func:`tangent_parts` splits the arguments into values and partials (``None`` for
+   constants).
 
-3. **Any function, forward mode**: a ``forward`` method for ``Method[f]`` with :class:`Dual`
-   arguments, returning the Dual result; :func:`tangent_parts` splits the arguments into
-   values and partials (``None`` for constants); :func:`tangent_rule` registers one
-   implementation for several functions.
+Both decorators take several functions at once, and ``broadcasted=True`` for the
+elementwise calls of a ufunc that has a table rule (:func:`table_tangent` is that rule's
+tangent, for the calls a refinement leaves to it). The flows of sparsity detection are
+declared beside the rule with the ``declare_*`` functions. dualad's own rules are written
+this way only, so none of them is listed among ``gradient.user_methods``.
 
-A method registered at any time wins over dualad's built-in rule for the same function,
-in every transform.
+A method that a user adds with ``@gradient.dispatch`` / ``@forward.dispatch`` on
+``Method[f]`` (the contract's spelling, as in the example below) wins over dualad's
+built-in rule for the same function, in every transform, whenever it is added.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -46,63 +51,40 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+import warnings
+from typing import Any
+
 from .core.arguments import value
 from .core.array_protocol import lift_object_array, register_ufunc_method, shape_of
-from .core.dispatch import RuleFunction, backward, forward, gradient, missing_rule_message
-from .core.errors import (
-    ConversionError,
-    DualadError,
-    MissingRuleError,
-    RuleError,
-    RuleTableError,
-    ShapeError,
-    TagMismatchError,
-)
-from .core.operators import Broadcasted, Method, Operator
-from .core.tracing import (
-    Traced,
-    apply_operator,
-    innermost,
-    pause_recording,
-    primitive,
-    recording_paused,
-)
-from .core.trees import register_tree, tree_flatten, tree_map, tree_unflatten
+from .core.dispatch import forward, gradient
+from .core.errors import MissingRuleError, TagMismatchError
+from .core.operators import Broadcasted, Method
+from .core.tracing import Traced, apply_operator, innermost, primitive, recording_paused
+from .core.trees import register_tree
 from .core.unbroadcast import unbroadcast
 from .derivatives.registry import (
-    ElementwiseRule,
     define_rule,
+    define_table_rules,
     get_rule,
     not_differentiable_functions,
-    on_rule_registered,
-    register_tables,
-    rules,
+    traced_function,
 )
-from .forward_mode.dual import (
-    Dual,
-    Tag,
-    dual_result,
-    innermost_tag,
-    partials_at,
-    partials_key,
-    tangent_parts,
-    value_at,
-    zero_partials,
-)
-from .forward_mode.elementwise import register_value_rule
+from .forward_mode.dual import Dual, innermost_tag, partials_key, tangent_parts
+from .forward_mode.elementwise import define_value_rule, table_tangent
 from .forward_mode.rules import tangent_rule
 from .reverse_mode.backward import gradients_needed
 from .reverse_mode.graph import (
     AbstractNode,
     CachedNode,
     MutableNode,
-    Variable,
     not_writable_message,
     register_function_hook,
     register_keyword_aliases,
-    register_write_rule,
+    register_write_hook,
 )
 from .reverse_mode.rules import gradient_rule
+from .reverse_mode.transforms import vjp
 from .sparsity.flows import (
     declare_allocation,
     declare_composite,
@@ -115,60 +97,46 @@ from .sparsity.flows import (
 
 __all__ = [
     # dispatch: the rule functions and the operator traits they dispatch on
-    "RuleFunction",
     "gradient",
     "forward",
-    "backward",
-    "Operator",
     "Method",
     "Broadcasted",
     "primitive",
-    "missing_rule_message",
-    # registering rules
+    # defining rules
     "define_rule",
+    "define_table_rules",
+    "define_value_rule",
     "get_rule",
-    "rules",
-    "ElementwiseRule",
-    "on_rule_registered",
-    "register_tables",
     "not_differentiable_functions",
-    "register_value_rule",
+    "traced_function",
     "gradient_rule",
     "tangent_rule",
+    "table_tangent",
     "gradients_needed",
+    "vjp",
     # forward mode: dual numbers and their tags
     "Dual",
-    "Tag",
     "tangent_parts",
     "innermost_tag",
-    "value_at",
-    "partials_at",
     "partials_key",
-    "dual_result",
-    "zero_partials",
     # reverse mode: graph objects and hooks for functions that write or alias
     "AbstractNode",
     "CachedNode",
     "MutableNode",
-    "Variable",
     "register_function_hook",
     "register_keyword_aliases",
-    "register_write_rule",
+    "register_write_hook",
     "register_ufunc_method",
     "not_writable_message",
     # tracing and values
     "Traced",
     "apply_operator",
     "innermost",
-    "pause_recording",
     "recording_paused",
     "value",
     "shape_of",
     "unbroadcast",
     "lift_object_array",
-    "tree_flatten",
-    "tree_unflatten",
-    "tree_map",
     "register_tree",
     # sparsity detection: how each family's entries flow
     "declare_allocation",
@@ -179,11 +147,52 @@ __all__ = [
     "declare_reduction",
     "declare_scan",
     # errors
-    "ConversionError",
-    "DualadError",
     "MissingRuleError",
-    "RuleError",
-    "RuleTableError",
-    "ShapeError",
     "TagMismatchError",
 ]
+
+# Names this module no longer exports: where each lives now. They keep working, with a
+# DeprecationWarning, for code written against the older surface.
+_MOVED = {
+    "register_tables": ("dualad.derivatives.registry", "define_table_rules"),
+    "register_value_rule": ("dualad.forward_mode.elementwise", "define_value_rule"),
+    "register_write_rule": ("dualad.reverse_mode.graph", "register_write_hook"),
+    "RuleFunction": ("dualad.core.dispatch", "RuleFunction"),
+    "backward": ("dualad", "backward"),
+    "Operator": ("dualad", "Operator"),
+    "missing_rule_message": ("dualad.core.dispatch", "missing_rule_message"),
+    "rules": ("dualad.derivatives.registry", "rules"),
+    "ElementwiseRule": ("dualad.derivatives.registry", "ElementwiseRule"),
+    "on_rule_registered": ("dualad.derivatives.registry", "on_rule_registered"),
+    "Tag": ("dualad.forward_mode.dual", "Tag"),
+    "value_at": ("dualad.forward_mode.dual", "value_at"),
+    "partials_at": ("dualad.forward_mode.dual", "partials_at"),
+    "dual_result": ("dualad.forward_mode.dual", "dual_result"),
+    "zero_partials": ("dualad.forward_mode.dual", "zero_partials"),
+    "Variable": ("dualad", "Variable"),
+    "pause_recording": ("dualad", "pause_recording"),
+    "tree_flatten": ("dualad.core.trees", "tree_flatten"),
+    "tree_unflatten": ("dualad.core.trees", "tree_unflatten"),
+    "tree_map": ("dualad.core.trees", "tree_map"),
+    "ConversionError": ("dualad", "ConversionError"),
+    "DualadError": ("dualad", "DualadError"),
+    "RuleError": ("dualad", "RuleError"),
+    "RuleTableError": ("dualad", "RuleTableError"),
+    "ShapeError": ("dualad", "ShapeError"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names this module no longer exports, with a ``DeprecationWarning``."""
+    moved = _MOVED.get(name)
+    if moved is None:
+        raise AttributeError(f"module 'dualad.extend' has no attribute {name!r}")
+    module, new = moved
+    warnings.warn(f"dualad.extend.{name} is deprecated; use {module}.{new}",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), new)
+
+
+def __dir__() -> list[str]:
+    """The rule writer's API only."""
+    return sorted(__all__)

@@ -117,7 +117,7 @@ class RuleFunction:
         self._resolved: dict[tuple[type, ...], Callable[..., Any]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._lock = threading.RLock()
-        self._builtin: set[int] = set()
+        self._builtin: set[int] = {id(self._default)}  # the catch-all is dualad's own too
         self._keep: list[Callable[..., Any]] = []  # builtin methods stay alive: ids stay unique
         # bucket -> [(method, signature or None (from annotations), precedence)]
         self._entries: dict[Any, list[tuple[Callable[..., Any], Any, int]]] = {
@@ -131,14 +131,16 @@ class RuleFunction:
 
     # -- registering ------------------------------------------------------------------------
     def dispatch(self, method: Callable[..., Any] | None = None, *,
-                 precedence: int = 0) -> Any:
+                 precedence: int = 0, builtin: bool = False) -> Any:
         """Decorator: add ``method`` for the types its annotations give.
 
         Returns this rule function (as plum does), so the decorated name stays usable.
+        ``builtin`` marks dualad's own methods (the engine's, never a rule's: rules use
+        the decorators of :mod:`dualad.extend`).
         """
         if method is None:
-            return lambda m: self.dispatch(m, precedence=precedence)
-        self._add(_bucket_of(_first_annotation(method)), (method, None, precedence), False)
+            return lambda m: self.dispatch(m, precedence=precedence, builtin=builtin)
+        self._add(_bucket_of(_first_annotation(method)), (method, None, precedence), builtin)
         return self
 
     def register(self, method: Callable[..., Any], signature: plum.Signature, *,

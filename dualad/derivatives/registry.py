@@ -62,7 +62,7 @@ __all__ = [
     "not_differentiable_message",
     "on_rule_registered",
     "register_elementwise_rule",
-    "register_tables",
+    "define_table_rules",
     "rules",
     "traced_function",
     "undefined_derivative_error",
@@ -598,7 +598,7 @@ def _load(stem: str) -> list[ElementwiseRule]:
         return registered
 
 
-def register_tables(scipy: bool | None = None) -> list[ElementwiseRule]:
+def define_table_rules(scipy: bool | None = None) -> list[ElementwiseRule]:
     """Register the built-in tables (once); returns the rules registered by this call.
 
     The numpy table always; the scipy.special table if ``scipy`` is true, or, by default,

@@ -28,6 +28,7 @@ from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted
 from ..derivatives.registry import (
     derivative_kind,
+    get_rule,
     not_differentiable_message,
     on_rule_registered,
     operator_type,
@@ -48,7 +49,7 @@ from .dual import (
 )
 from .lean import lean_binary, lean_unary
 
-__all__ = ["elementwise_tangent", "register_rule_forward", "register_value_rule"]
+__all__ = ["elementwise_tangent", "table_tangent", "register_rule_forward", "define_value_rule"]
 
 
 def _column(d: Any) -> Any:
@@ -167,6 +168,33 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     return impl
 
 
+def table_tangent(f: Any) -> Callable[..., Any]:
+    """``tangent(*args, **kwargs)``: the tangent rule that ``f``'s table entry gives, for a
+    rule that handles some calls itself and leaves the others to the table's
+    (``tangent_rule(f, broadcasted=True)``).
+
+    Example:
+        >>> import numpy as np
+        >>> from dualad.extend import Dual
+        >>> table_tangent(np.sin)(Dual(0.0, np.ones(1))).partials
+        array([1.])
+    """
+    rule = get_rule(f)
+    if rule is None:
+        raise ValueError(
+            f"table_tangent: {getattr(f, '__name__', f)!r} has no entry in the rules tables; "
+            f"define one with define_rule(f, args=..., derivatives=...) first."
+        )
+    impl = elementwise_tangent(rule)
+
+    def tangent(*args: Any, **kwargs: Any) -> Any:
+        return impl(args, kwargs)
+
+    tangent.__name__ = impl.__name__
+    tangent.__doc__ = impl.__doc__
+    return tangent
+
+
 _CONSTANT_KINDS = {"one": 1.0, "minus_one": -1.0, "zero": 0.0, "none": None}
 
 
@@ -235,7 +263,7 @@ def _refusing_undefined(rule: Any, impl: Callable[[tuple, dict], Any],
     return checked
 
 
-def register_value_rule(ufunc: Any) -> None:
+def define_value_rule(ufunc: Any) -> None:
     """Forward mode of a ufunc whose result has no derivative (a comparison, a predicate):
     it acts on the values of the innermost Duals."""
 

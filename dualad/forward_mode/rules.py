@@ -21,8 +21,14 @@ from typing import Any
 import plum
 
 from ..core.dispatch import forward
-from ..core.operators import Method
-from .dual import Dual, register_fast_function, register_fast_ufunc, register_forward
+from ..core.operators import Broadcasted, Method
+from .dual import (
+    Dual,
+    dual_signatures,
+    register_fast_function,
+    register_fast_ufunc,
+    register_forward,
+)
 
 __all__ = ["tangent_rule"]
 
@@ -36,8 +42,8 @@ def _subsets(positions: tuple[int, ...]) -> list[tuple[type, ...]]:
     return out
 
 
-def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,),
-                 ufunc: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,), ufunc: bool = False,
+                 broadcasted: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(*args, **kwargs)`` as the tangent (forward-mode) rule of ``funcs``.
 
     ``duals`` lists the positional arguments that may be Duals (every combination is
@@ -45,8 +51,12 @@ def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,),
     including calls without Duals (lists of arrays, Duals passed by keyword), and must
     compute the plain result itself when it finds no Dual. ``ufunc``: the functions are
     ufuncs called through ``__array_ufunc__`` (a ``Method`` rule, e.g. a gufunc).
+    ``broadcasted``: the rule of the elementwise calls of the ufuncs (``Broadcasted[f]``,
+    every argument may be a Dual), in place of their table rule (:func:`~dualad.forward_mode.elementwise.table_tangent`
+    gives that one, for the calls ``impl`` leaves to it).
     A rule a user registers later with ``@ad.forward.dispatch`` for the same function wins.
     """
+    family = Broadcasted if broadcasted else Method
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
         def method(op: Any, *args: Any, **kwargs: Any):  # no return annotation (plum)
@@ -57,13 +67,16 @@ def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,),
 
         method.__name__ = method.__qualname__ = f"forward{impl.__name__}"
         for f in funcs:
-            op_type = Method[f]
-            if duals == "any":
+            op_type = family[f]
+            if broadcasted:  # the table rule's signatures, which these replace
+                for types in dual_signatures(f.nin):
+                    register_forward(op_type, types, method)
+            elif duals == "any":
                 forward.register(method, plum.Signature(op_type, varargs=object), builtin=True)
             else:
                 for types in _subsets(tuple(duals)):  # type: ignore[arg-type]
                     register_forward(op_type, types, method, varargs=object)
-            if ufunc:
+            if ufunc or broadcasted:
                 register_fast_ufunc(f, fast)
             else:
                 register_fast_function(f, fast, direct=impl)

@@ -35,7 +35,7 @@ from numba import types
 from numba.extending import overload
 
 from ..derivatives.language import NUMBA_UFUNCS, OUTPUT_NAME, numba_scalar_source
-from ..derivatives.registry import derivative_kind, get_rule, on_rule_registered, register_tables
+from ..derivatives.registry import define_table_rules, derivative_kind, get_rule, on_rule_registered
 from ..derivatives.tables import TABLES, table_path
 from .dual_type import (
     OVERLOAD_OPTIONS,
@@ -117,11 +117,11 @@ SPELLINGS = _spellings()
 
 def _rule_for(module: str, name: str) -> Any:
     if module == "numpy":
-        register_tables()
+        define_table_rules()
         return get_rule(getattr(np, name))
     import scipy.special  # only when nopython code calls math.erf & co. on a dual
 
-    register_tables(scipy=True)
+    define_table_rules(scipy=True)
     return get_rule(getattr(scipy.special, name))
 
 

@@ -28,8 +28,8 @@ from ..extend import (
     innermost_tag,
     shape_of,
     tangent_rule,
+    vjp,
 )
-from ..reverse_mode.transforms import vjp
 
 __all__ = [
     "gradient_rule",

@@ -30,17 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import plum
 
-from ..extend import (
-    Broadcasted,
-    Dual,
-    get_rule,
-    gradient,
-    shape_of,
-)
-from ..forward_mode.dual import dual_signatures, register_fast_ufunc, register_forward
-from ..forward_mode.elementwise import elementwise_tangent
+from ..extend import Dual, get_rule, shape_of, table_tangent
 from . import elementwise as _elementwise  # noqa: F401  (registered first, replaced here)
 from . import functions as _functions  # noqa: F401
 from . import selection as _selection  # noqa: F401
@@ -124,55 +115,44 @@ def _angle_tangent(z: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 # -- conj and abs (ufuncs with table rules for real inputs) -----------------------------------
+# The rules of Broadcasted[ufunc] take the place of the table's: complex inputs here, real
+# inputs by the table's gradient expression and tangent rule.
 
 
-def _ufunc_rules(ufunc: Any, complex_gradient: Any, complex_tangent: Any) -> None:
-    """Replace the table rules of a unary ufunc by ones that handle complex inputs too
-    (real inputs keep the table's gradient expression and tangent kernel)."""
-    rule = get_rule(ufunc)
-    real_tangent = elementwise_tangent(rule)
-    derivative = rule.derivatives
-
-    def grad_method(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-        if is_complex(x):
-            return (complex_gradient(grad, output, x),)
-        return (grad * derivative(x, output)[0],)
-
-    def impl(args: tuple, kwargs: dict) -> Any:
-        x = args[0] if len(args) == 1 else None
-        if isinstance(x, Dual) and not kwargs and is_complex(x.value):
-            return complex_tangent(x)
-        return real_tangent(args, kwargs)
-
-    def method(op, *args, **kwargs):  # plum: no annotations here
-        return impl(args, kwargs)
-
-    grad_method.__name__ = f"gradient_{ufunc.__name__}"
-    method.__name__ = f"forward_{ufunc.__name__}"
-    gradient.register(grad_method, plum.Signature(Broadcasted[ufunc], Any, Any, Any),
-                      builtin=True)
-    for types in dual_signatures(1):
-        register_forward(Broadcasted[ufunc], types, method)
-    register_fast_ufunc(ufunc, impl)
+def _complex_or_table(ufunc: Any) -> tuple[Any, Any]:
+    """The table's gradient expression and tangent rule of ``ufunc``, for real inputs."""
+    return get_rule(ufunc).derivatives, table_tangent(ufunc)
 
 
-def _conj_gradient(grad: Any, output: Any, z: Any) -> Any:
-    return np.conjugate(grad)
+_conj_derivative, _conj_table_tangent = _complex_or_table(np.conjugate)
+_abs_derivative, _abs_table_tangent = _complex_or_table(np.absolute)
 
 
-def _conj_tangent(z: Dual) -> Any:
-    return Dual._make(np.conjugate(z.value), np.conjugate(z.partials), z.tag)
+@gradient_rule(np.conjugate, broadcasted=True)
+def _conj(grad: Any, output: Any, z: Any, **kwargs: Any) -> tuple:
+    if is_complex(z):
+        return (np.conjugate(grad),)
+    return (grad * _conj_derivative(z, output)[0],)
 
 
-def _abs_gradient(grad: Any, output: Any, z: Any) -> Any:
-    return grad * np.conjugate(z) * _safe_inverse(output)
+@tangent_rule(np.conjugate, broadcasted=True)
+def _conj_tangent(z: Any, *args: Any, **kwargs: Any) -> Any:
+    if isinstance(z, Dual) and not args and not kwargs and is_complex(z.value):
+        return Dual._make(np.conjugate(z.value), np.conjugate(z.partials), z.tag)
+    return _conj_table_tangent(z, *args, **kwargs)
 
 
-def _abs_tangent(z: Dual) -> Any:
-    y = np.abs(z.value)
-    unit = np.conjugate(z.value) * _safe_inverse(y)
-    return Dual._make(y, np.real(z.partials * _column(unit)), z.tag)
+@gradient_rule(np.absolute, broadcasted=True)
+def _abs(grad: Any, output: Any, z: Any, **kwargs: Any) -> tuple:
+    if is_complex(z):
+        return (grad * np.conjugate(z) * _safe_inverse(output),)
+    return (grad * _abs_derivative(z, output)[0],)
 
 
-_ufunc_rules(np.conjugate, _conj_gradient, _conj_tangent)
-_ufunc_rules(np.absolute, _abs_gradient, _abs_tangent)
+@tangent_rule(np.absolute, broadcasted=True)
+def _abs_tangent(z: Any, *args: Any, **kwargs: Any) -> Any:
+    if isinstance(z, Dual) and not args and not kwargs and is_complex(z.value):
+        y = np.abs(z.value)
+        unit = np.conjugate(z.value) * _safe_inverse(y)
+        return Dual._make(y, np.real(z.partials * _column(unit)), z.tag)
+    return _abs_table_tangent(z, *args, **kwargs)

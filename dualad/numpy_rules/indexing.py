@@ -22,15 +22,13 @@ import numpy as np
 
 from ..extend import (
     Dual,
-    Method,
     declare_index_map,
-    gradient,
     partials_key,
     primitive,
     shape_of,
     unbroadcast,
 )
-from ._support import is_plain_array, tangent_rule
+from ._support import gradient_rule, is_plain_array, tangent_rule
 
 __all__ = ["gather_gradient", "gather_tangent", "index_add", "index_map"]
 
@@ -54,13 +52,13 @@ def _index_add(values: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
 index_add = primitive(_index_add)
 
 
-@gradient.dispatch
-def _getitem(op: Method[operator.getitem], grad: Any, output: Any, x: Any, key: Any):
+@gradient_rule(operator.getitem)
+def _getitem(grad: Any, output: Any, x: Any, key: Any):
     return (index_add(grad, key, shape_of(x)), None)
 
 
-@gradient.dispatch
-def _index_add_gradient(op: Method[index_add], grad: Any, output: Any, values: Any, key: Any,
+@gradient_rule(index_add)
+def _index_add_gradient(grad: Any, output: Any, values: Any, key: Any,
                         shape: Any):
     g = grad[key]
     vs = shape_of(values)

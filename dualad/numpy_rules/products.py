@@ -28,10 +28,8 @@ import numpy as np
 
 from ..extend import (
     Dual,
-    Method,
     declare_composite,
     declare_contraction,
-    gradient,
     gradients_needed,
     innermost_tag,
     shape_of,
@@ -142,8 +140,8 @@ def _dot_contraction(a: Any, b: Any, out: Any = None) -> tuple[Contraction, list
     return Contraction([sa, sb], sa[:-1] + sb[:-2] + "y"), [0, 1]
 
 
-@gradient.dispatch
-def _dot(op: Method[np.dot], grad: Any, output: Any, a: Any, b: Any, *args: Any):
+@gradient_rule(np.dot)
+def _dot(grad: Any, output: Any, a: Any, b: Any, *args: Any):
     needs = gradients_needed()
     na, nb = ndim_of(a), ndim_of(b)
     if 0 < nb <= 2 and na > 0:

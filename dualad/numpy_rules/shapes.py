@@ -23,9 +23,7 @@ import numpy as np
 
 from ..extend import (
     Dual,
-    Method,
     declare_index_map,
-    gradient,
     innermost_tag,
     shape_of,
     unbroadcast,
@@ -45,16 +43,18 @@ from ._support import (
 )
 from .indexing import gather_gradient, gather_tangent, index_map
 
+__all__ = ["index_map_rules", "roll_array"]
 
-@gradient.dispatch
-def _reshape(op: Method[np.reshape], grad: Any, output: Any, x: Any, *args: Any,
+
+@gradient_rule(np.reshape)
+def _reshape(grad: Any, output: Any, x: Any, *args: Any,
              **kwargs: Any):
     order = bind(("a", "shape", "order"), (x,) + args, kwargs).get("order") or "C"
     return (_unflatten(grad, x, order),) + (None,) * len(args)
 
 
-@gradient.dispatch
-def _ravel(op: Method[np.ravel], grad: Any, output: Any, x: Any, *args: Any,
+@gradient_rule(np.ravel)
+def _ravel(grad: Any, output: Any, x: Any, *args: Any,
            **kwargs: Any):
     order = bind(("a", "order"), (x,) + args, kwargs).get("order") or "C"
     return (_unflatten(grad, x, order),) + (None,) * len(args)
@@ -78,8 +78,8 @@ def _unflatten(grad: Any, x: Any, order: str) -> Any:
     return np.reshape(np.reshape(grad, (-1,))[np.argsort(source)], shape_of(x))
 
 
-@gradient.dispatch
-def _transpose(op: Method[np.transpose], grad: Any, output: Any, x: Any, *args: Any,
+@gradient_rule(np.transpose)
+def _transpose(grad: Any, output: Any, x: Any, *args: Any,
                **kwargs: Any):
     axes = bind(("a", "axes"), (x,) + args, kwargs).get("axes")
     if axes is None:
@@ -89,14 +89,14 @@ def _transpose(op: Method[np.transpose], grad: Any, output: Any, x: Any, *args: 
     return (np.transpose(grad, tuple(int(i) for i in inverse)),) + (None,) * len(args)
 
 
-@gradient.dispatch
-def _swapaxes(op: Method[np.swapaxes], grad: Any, output: Any, x: Any, axis1: Any,
+@gradient_rule(np.swapaxes)
+def _swapaxes(grad: Any, output: Any, x: Any, axis1: Any,
               axis2: Any):
     return (np.swapaxes(grad, axis1, axis2), None, None)
 
 
-@gradient.dispatch
-def _broadcast_to(op: Method[np.broadcast_to], grad: Any, output: Any, x: Any, *args: Any,
+@gradient_rule(np.broadcast_to)
+def _broadcast_to(grad: Any, output: Any, x: Any, *args: Any,
                   **kwargs: Any):
     return (unbroadcast(grad, shape_of(x)),) + (None,) * len(args)
 

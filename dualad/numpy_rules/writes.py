@@ -54,7 +54,7 @@ from ..extend import (
     primitive,
     recording_paused,
     register_function_hook,
-    register_write_rule,
+    register_write_hook,
     shape_of,
     tangent_parts,
     unbroadcast,
@@ -121,7 +121,7 @@ def _assign_tangent(array: Any, key: Any, value: Any) -> Any:
 def write(target: MutableNode, key: Any, value: Any) -> None:
     """``target[key] = value``: record the functional update and rebind ``target`` to it.
 
-    Reverse mode calls it for every write into a writable node (``register_write_rule``).
+    Reverse mode calls it for every write into a writable node (``register_write_hook``).
     """
     new = assign(target._state, key, value)
     if isinstance(new, CachedNode):
@@ -136,7 +136,7 @@ def write(target: MutableNode, key: Any, value: Any) -> None:
     target._rebind(_constant_node(new, target.level))
 
 
-register_write_rule(write)
+register_write_hook(write)
 
 
 def _constant(value: Any) -> Any:

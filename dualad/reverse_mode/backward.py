@@ -281,7 +281,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
     return leaf_grads
 
 
-@backward.dispatch
+@backward.dispatch(builtin=True)
 def backward(node: AbstractNode, seed: Any = None):  # noqa: F811
     """Reverse pass from ``node``; every reached ``Variable.grad`` accumulates."""
     seed = default_seed(node._primal()) if seed is None else _check_seed(node._primal(), seed)
@@ -292,14 +292,14 @@ def backward(node: AbstractNode, seed: Any = None):  # noqa: F811
             leaf.grad = _accumulate(leaf.grad, g)
 
 
-@gradient.dispatch
+@gradient.dispatch(builtin=True)
 def gradient(op: Method[_output_item], grad: Any, output: Any, outputs: Any,  # noqa: F811
              index: Any):
     """The gradient of picking item ``index`` of a multi-output call."""
     return (tuple(grad if j == index else None for j in range(len(outputs))), None)
 
 
-@forward.dispatch
+@forward.dispatch(builtin=True)
 def forward(node: CachedNode):  # noqa: F811
     """Re-evaluate ``node``'s graph from its leaves' current values; returns the new output."""
     for n in topological_order([node]):

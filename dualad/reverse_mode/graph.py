@@ -43,7 +43,7 @@ __all__ = [
     "register",
     "register_function_hook",
     "register_keyword_aliases",
-    "register_write_rule",
+    "register_write_hook",
 ]
 
 
@@ -413,7 +413,7 @@ def register_function_hook(func: Any, handler: Any, *, in_place: bool = False) -
     _FUNCTION_HOOKS[func] = (handler, in_place)
 
 
-def register_write_rule(write: Any) -> None:
+def register_write_hook(write: Any) -> None:
     """Record ``node[key] = value`` on a :class:`MutableNode` with ``write(node, key, value)``."""
     _WRITE_RULE[:] = [write]
 

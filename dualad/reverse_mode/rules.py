@@ -21,18 +21,22 @@ from typing import Any
 import plum
 
 from ..core.dispatch import gradient
-from ..core.operators import Method
+from ..core.operators import Broadcasted, Method
 
 __all__ = ["gradient_rule"]
 
 
-def gradient_rule(*funcs: Any) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
+def gradient_rule(*funcs: Any, broadcasted: bool = False
+                  ) -> Callable[[Callable[..., tuple]], Callable[..., tuple]]:
     """Register ``impl(grad, output, *args, **kwargs)`` as the gradient rule of ``funcs``.
 
     ``impl`` returns one gradient per positional argument (None where not differentiable).
-    It becomes the ``gradient`` method for ``Method[f]`` of each ``f`` in ``funcs``; a rule
-    a user registers later with ``@ad.gradient.dispatch`` for the same function wins.
+    It becomes the ``gradient`` method for ``Method[f]`` of each ``f`` in ``funcs``
+    (``broadcasted=True``: for ``Broadcasted[f]``, the elementwise calls of a ufunc, in
+    place of its table rule); a rule a user registers later with ``@ad.gradient.dispatch``
+    for the same function wins.
     """
+    family = Broadcasted if broadcasted else Method
 
     def decorate(impl: Callable[..., tuple]) -> Callable[..., tuple]:
         def method(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
@@ -41,8 +45,11 @@ def gradient_rule(*funcs: Any) -> Callable[[Callable[..., tuple]], Callable[...,
         method.__name__ = method.__qualname__ = f"gradient{impl.__name__}"
         for f in funcs:
             # Any, as plum reads unannotated parameters, so a user's rule takes precedence.
-            gradient.register(method, plum.Signature(Method[f], Any, Any, varargs=Any),
-                              builtin=True)
+            if broadcasted:  # the table rule's signature, which this one replaces
+                signature = plum.Signature(family[f], Any, Any, *([Any] * f.nin))
+            else:
+                signature = plum.Signature(family[f], Any, Any, varargs=Any)
+            gradient.register(method, signature, builtin=True)
         return impl
 
     return decorate

@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..core.arguments import value
-from ..core.tracing import Traced
+from ..extend import Traced, value
 
 __all__ = ["any_traced", "dropin", "constant"]
 

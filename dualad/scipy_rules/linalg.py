@@ -37,17 +37,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg as _sl
 
-from ..core.array_protocol import shape_of
-from ..core.tracing import primitive
-from ..forward_mode.dual import Dual, innermost_tag
-from ..numpy_rules._support import (
-    gradient_rule,
-    kfirst,
-    klast,
-    ndim_of,
-    split_duals,
-    tangent_rule,
-)
+from ..extend import Dual, gradient_rule, innermost_tag, primitive, shape_of, tangent_rule
+from ..numpy_rules._support import kfirst, klast, ndim_of, split_duals
 from ._dropin import constant, dropin
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "expm",
@@ -405,3 +396,8 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True, **kwargs: 
 def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The determinant (np.linalg.det's rules)."""
     return np.linalg.det(a)
+
+
+def __dir__() -> list[str]:
+    """This module's face: scipy.linalg's names, nothing else."""
+    return sorted(__all__)

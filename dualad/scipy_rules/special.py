@@ -28,16 +28,21 @@ from typing import Any
 import numpy as np
 import scipy.special as _sp
 
-from ..core.array_protocol import shape_of
-from ..core.errors import MissingRuleError
-from ..core.tracing import innermost, primitive
-from ..derivatives.registry import get_rule, register_tables, traced_function
+from ..extend import (
+    MissingRuleError,
+    define_table_rules,
+    get_rule,
+    innermost,
+    primitive,
+    shape_of,
+    traced_function,
+)
 from ..numpy_rules._support import composite_rules, ndim_of, normalize_axes
 from ._dropin import constant
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "softplus", "multigammaln", "polygamma"]
 
-register_tables(scipy=True)
+define_table_rules(scipy=True)
 
 
 def _reduced_max(a: Any, axes: tuple[int, ...]) -> Any:
@@ -183,3 +188,9 @@ def _missing(f: Any, name: str) -> Any:
     refuse.__name__ = name
     refuse.__doc__ = getattr(f, "__doc__", None)
     return refuse
+
+
+def __dir__() -> list[str]:
+    """This module's functions, and the names of scipy.special it forwards (see
+    :func:`__getattr__`), nothing else."""
+    return sorted(set(__all__) | {n for n in dir(_sp) if not n.startswith("_")})

@@ -29,8 +29,7 @@ import numpy as np
 import scipy.special as _sp
 import scipy.stats as _st
 
-from ..core.array_protocol import shape_of
-from ..derivatives.registry import register_tables
+from ..extend import define_table_rules, shape_of
 from ._dropin import dropin
 from .linalg import solve_triangular
 
@@ -39,7 +38,7 @@ __all__ = ["norm", "t", "gamma", "beta", "chi2", "expon", "laplace", "logistic",
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
-register_tables(scipy=True)
+define_table_rules(scipy=True)
 
 
 def _safe(ok: Any, x: Any, fill: float) -> Any:
@@ -390,3 +389,8 @@ class _Dirichlet:
 
 multivariate_normal = _MultivariateNormal()
 dirichlet = _Dirichlet()
+
+
+def __dir__() -> list[str]:
+    """This module's face: scipy.stats' names, nothing else."""
+    return sorted(__all__)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.derivatives.registry import get_rule, register_tables, traced_function
+from dualad.derivatives.registry import define_table_rules, get_rule, traced_function
 from dualad.derivatives.tables import load_table, table_path
 
 scipy_special = pytest.importorskip("scipy.special")
-register_tables(scipy=True)
+define_table_rules(scipy=True)
 
 ENTRIES = [
     *load_table(table_path("numpy_ufuncs")).entries,

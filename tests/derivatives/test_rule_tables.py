@@ -50,9 +50,9 @@ def test_required_numpy_functions_have_rules(name):
 @pytest.mark.parametrize("name", REQUIRED_SCIPY)
 def test_required_scipy_functions_have_rules(name):
     special = pytest.importorskip("scipy.special")
-    from dualad.derivatives.registry import register_tables
+    from dualad.derivatives.registry import define_table_rules
 
-    register_tables(scipy=True)
+    define_table_rules(scipy=True)
     assert get_rule(getattr(special, name)) is not None
 
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 import dualad as ad
-from dualad.derivatives.registry import register_tables, rules
+from dualad.derivatives.registry import define_table_rules, rules
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.forward_mode import kernels as dual_kernels
 from dualad.forward_mode.dual import Dual, Tag
 
 pytest.importorskip("scipy.special")
-register_tables(scipy=True)
+define_table_rules(scipy=True)
 
 RULES = rules()
 RULE_IDS = [f"{r.source.rsplit('/', 1)[-1]}:{r.name}" for r in RULES]
