@@ -25,6 +25,9 @@ from scipy.integrate import solve_ivp
 import dualad as ad
 from dualad.diagnostics.gradcheck import numerical_jacobian
 
+__all__ = ["main", "demo_gradient", "demo_lorenz96", "demo_stiff_ode", "lorenz96",
+           "lorenz96_jacobian", "brusselator", "brusselator_jacobian"]
+
 
 def _best_time(f: Callable[[], Any], budget: float = 0.3) -> float:
     f()

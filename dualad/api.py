@@ -132,3 +132,8 @@ def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:
         else np.asarray(v, dtype=np.float64)
     _, tangent = jvp(grad(f), (x,), (v,))
     return tangent
+
+
+def __dir__() -> list[str]:
+    """This module's face: its transforms."""
+    return sorted(__all__)

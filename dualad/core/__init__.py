@@ -5,3 +5,5 @@ operators (``Method[f]``, ``Broadcasted[f]``), dispatch (the rule functions), tr
 operators for traced objects), arguments (what transforms take and give back), trees,
 unbroadcast, errors.
 """
+
+__all__: list[str] = []

@@ -12,6 +12,17 @@ Example:
 
 from __future__ import annotations
 
+__all__ = [
+    "DualadError",
+    "MissingRuleError",
+    "ShapeError",
+    "RuleError",
+    "RuleTableError",
+    "GradcheckError",
+    "TagMismatchError",
+    "ConversionError",
+]
+
 
 class DualadError(Exception):
     """Base of every error raised by dualad."""

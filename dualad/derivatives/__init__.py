@@ -4,3 +4,5 @@ language (expressions -> checked trees -> numpy and Numba source), tables (readi
 checking ``rules/*.toml``), registry (one ``ElementwiseRule`` per function; each mode
 attaches its rule through ``on_rule_registered``).
 """
+
+__all__: list[str] = []

@@ -6,3 +6,5 @@ transforms (``jvp``, ``derivative``, the chunked forward Jacobian).
 """
 
 from . import elementwise as _elementwise  # noqa: F401  (tangents of the rule tables)
+
+__all__: list[str] = []

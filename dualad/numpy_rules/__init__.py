@@ -24,3 +24,5 @@ from . import (  # noqa: F401
     ufunc_methods,
     writes,
 )
+
+__all__: list[str] = []

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["bind"]
+
 
 def bind(names: tuple[str, ...], args: tuple, kwargs: dict) -> dict[str, Any]:
     """Map positional ``args`` onto ``names`` in order and merge ``kwargs``."""

@@ -7,3 +7,5 @@ transforms (``grad``, ``value_and_grad``, ``vjp``, the reverse Jacobian).
 
 from . import backward as _backward  # noqa: F401  (the reverse pass of graph nodes)
 from . import elementwise as _elementwise  # noqa: F401  (gradients of the rule tables)
+
+__all__: list[str] = []

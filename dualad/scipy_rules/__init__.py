@@ -18,3 +18,5 @@ Example:
     >>> ad.grad(lambda x: special.logsumexp(x))(np.zeros(2))
     array([0.5, 0.5])
 """
+
+__all__ = ["integrate", "linalg", "special", "stats"]

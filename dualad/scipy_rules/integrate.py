@@ -71,3 +71,8 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
 
     jac.sparsity = sparsity  # type: ignore[attr-defined]
     return jac
+
+
+def __dir__() -> list[str]:
+    """This module's face: its functions, nothing else."""
+    return sorted(__all__)

@@ -22,3 +22,8 @@ __all__ = [
     "sparse_hessian",
     "sparse_jacobian",
 ]
+
+
+def __dir__() -> list[str]:
+    """This module's face: its transforms and colourings."""
+    return sorted(__all__)

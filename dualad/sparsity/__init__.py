@@ -6,3 +6,5 @@ through each call; the rule families declare their flows with ``declare_*``), de
 (``jacobian_sparsity``, ``hessian_sparsity``). A third mode beside forward and reverse,
 independent of both.
 """
+
+__all__: list[str] = []

@@ -18,3 +18,8 @@ from .recording import TapeRetraceWarning, ValueNode
 from .tape import Tape, record
 
 __all__ = ["Program", "Tape", "TapeRetraceWarning", "ValueNode", "record"]
+
+
+def __dir__() -> list[str]:
+    """This module's face: the tape API."""
+    return sorted(__all__)

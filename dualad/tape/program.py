@@ -26,6 +26,8 @@ from ..core.unbroadcast import unbroadcast
 from ..derivatives.registry import derivative_kind
 from ..reverse_mode.backward import _NEEDS
 
+__all__ = ["Operation", "GuardFailed", "guard_holds", "Program", "accumulate", "with_zeros"]
+
 
 class Operation:
     """One recorded operation of a program."""

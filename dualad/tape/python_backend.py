@@ -20,6 +20,8 @@ from typing import Any
 from ..reverse_mode.backward import _NEEDS
 from .program import GuardFailed, Operation, Program, accumulate, guard_holds, with_zeros
 
+__all__ = ["MAX_COMPILED_OPS", "COMPILE_AFTER", "compiled_value", "compiled_grad"]
+
 #: Programs longer than this are replayed by the loop of :meth:`Program.run` instead.
 MAX_COMPILED_OPS = 4000
 #: A program is compiled (about 0.1 ms per operation) on its this-many-th replay of one

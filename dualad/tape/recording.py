@@ -32,6 +32,9 @@ from ..reverse_mode.elementwise import register_rule_gradient
 from ..reverse_mode.graph import CachedNode, MutableNode, Variable
 from .program import Operation, Program
 
+__all__ = ["MAX_RECORDINGS", "TapeRetraceWarning", "ValueNode", "Recorder", "is_float_leaf",
+           "constant_key", "build_program"]
+
 _TABLE_MODULE = register_rule_gradient.__module__
 
 #: How many recordings a tape keeps per input signature (different branches).

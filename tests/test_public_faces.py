@@ -1,0 +1,82 @@
+"""Each public module shows its documented surface in ``dir()``, nothing else (no ``np``,
+``Any``, ``functools`` or helper leaking), and every name it shows is there."""
+
+import importlib
+import re
+import warnings
+
+import pytest
+import scipy.special
+
+import dualad as ad
+
+API_MD_NAMES = {  # the public API contract (/work/shared/API.md): names under ``ad.``
+    "grad", "value_and_grad", "jacobian", "jvp", "vjp", "hessian", "derivative",
+    "AbstractNode", "LeafNode", "Variable", "Node", "CachedNode", "register", "primitive",
+    "value", "forward", "backward", "gradient", "Operator", "Method", "Broadcasted",
+    "MissingRuleError", "Dual", "define_rule", "gradcheck", "GradcheckError", "DualadError",
+    "ShapeError", "ode_jacobian", "jacobian_sparsity", "sparse_jacobian", "sparse_hessian",
+    "color_columns", "record", "hvp", "taylor_test", "to_dot", "register_tree",
+}
+
+# module -> its surface: __all__, plus what it forwards
+FACES = {
+    "dualad": lambda m: {*m.__all__, "__version__"},
+    "dualad.extend": lambda m: set(m.__all__),
+    "dualad.api": lambda m: set(m.__all__),
+    "dualad.diagnostics": lambda m: set(m.__all__),
+    "dualad.sparse": lambda m: set(m.__all__),
+    "dualad.tape": lambda m: set(m.__all__),
+    "dualad.scipy_rules.integrate": lambda m: set(m.__all__),
+    "dualad.scipy_rules.linalg": lambda m: set(m.__all__),
+    "dualad.scipy_rules.stats": lambda m: set(m.__all__),
+    "dualad.scipy_rules.special": lambda m: set(m.__all__) | {
+        n for n in dir(scipy.special) if not n.startswith("_")},
+}
+
+DROP_INS = ["special", "stats", "linalg", "integrate"]
+
+
+@pytest.mark.parametrize("name", sorted(FACES))
+def test_dir_is_the_documented_surface(name):
+    module = importlib.import_module(name)
+    assert dir(module) == sorted(FACES[name](module))
+
+
+@pytest.mark.parametrize("name", sorted(FACES))
+def test_every_name_shown_is_there(name):
+    module = importlib.import_module(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no name of the surface is a deprecated one
+        for attr in module.__all__:
+            assert getattr(module, attr) is not None, attr
+
+
+@pytest.mark.parametrize("name", DROP_INS)
+def test_drop_in_functions_are_documented_in_the_module(name):
+    module = importlib.import_module(f"dualad.scipy_rules.{name}")
+    words = set(re.findall(r"\w+", module.__doc__))
+    assert set(module.__all__) <= words
+
+
+def test_special_leaks_nothing_of_its_own():
+    from dualad.scipy_rules import special
+
+    shown = set(dir(special))
+    for leaked in ("np", "Any", "functools", "primitive", "composite_rules", "constant"):
+        assert leaked not in shown
+
+
+def test_the_top_level_keeps_every_contract_name():
+    assert API_MD_NAMES <= set(dir(ad))
+
+
+def test_extend_old_names_warn_and_still_work():
+    from dualad import extend
+
+    with pytest.warns(DeprecationWarning, match="define_table_rules"):
+        assert extend.register_tables is extend.define_table_rules
+    with pytest.warns(DeprecationWarning, match="zero_partials"):
+        assert callable(extend.zero_partials)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        extend.no_such_name  # noqa: B018
