@@ -73,7 +73,7 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         else:
             results = jacobian_reverse(call, nums, args, kwargs, fname, holomorphic)
         jac = results[0] if single else tuple(results)
-        return (jac, call.aux()) if has_aux else jac  # type: ignore[union-attr]
+        return (jac, call.aux()) if has_aux else jac
 
     return wrapped
 

@@ -65,6 +65,7 @@ def test_wheel_holds_only_the_dualad_package_and_its_tables(wheel):
     assert top_level == {"dualad"}, top_level
     assert "dualad/_rules/numpy_ufuncs.toml" in names
     assert "dualad/_rules/scipy_special.toml" in names
+    assert "dualad/py.typed" in names  # an embedding library's type checker reads dualad
 
 
 def test_wheel_install_works_outside_the_checkout(wheel, venv_python, tmp_path):

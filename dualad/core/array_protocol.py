@@ -293,7 +293,7 @@ class NumpyOverloads:
 
     def transpose(self, *axes: Any) -> Any:
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
+            return np.transpose(self, axes[0] or None)
         return np.transpose(self, axes or None)
 
     def sum(self, *args: Any, **kwargs: Any) -> Any:
@@ -314,10 +314,10 @@ class NumpyOverloads:
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
 
-    def ravel(self, order: str = "C") -> Any:
+    def ravel(self, order: Any = "C") -> Any:
         return np.ravel(self, order)
 
-    def flatten(self, order: str = "C") -> Any:
+    def flatten(self, order: Any = "C") -> Any:
         return np.ravel(self, order)
 
     def squeeze(self, axis: Any = None) -> Any:
@@ -354,10 +354,10 @@ class NumpyOverloads:
     def __ge__(self, other: Any) -> Any:
         return np.greater_equal(self, other)
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         return np.equal(self, other)
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Any:
         return np.not_equal(self, other)
 
     __hash__ = object.__hash__

@@ -110,12 +110,12 @@ class _ParametricOperator(Operator):
         try:
             return cls._instances[key]
         except KeyError:
-            op = cls[f]()
+            op = cls[f]()  # type: ignore[index]  # __class_getitem__, which mypy does not read
             cls._instances[key] = op
             return op
 
 
-def _operator_instance(family: type, f: Callable[..., Any]) -> Operator:
+def _operator_instance(family: Any, f: Callable[..., Any]) -> Operator:
     return family.instance(f)
 
 

@@ -19,7 +19,7 @@ import contextvars
 import functools
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -85,6 +85,16 @@ class Traced:
 
     __slots__ = ()
     level: int
+
+    if TYPE_CHECKING:  # what every subclass (Dual, graph nodes, index sets) provides
+        def _primal(self) -> Any:
+            """The value one level down: a plain array, or a traced value of an outer level."""
+
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+
+        @property
+        def size(self) -> int: ...
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:

@@ -112,7 +112,7 @@ def _dataclass_unflatten_for(cls: type) -> Callable[[Any, Any], Any]:
         # Fields are set directly (no __init__ / __post_init__, which may validate or
         # convert values: a gradient or a traced value must come through unchanged).
         names, static = aux
-        obj = object.__new__(cls)
+        obj: Any = object.__new__(cls)
         for name, child in zip(names, children):
             object.__setattr__(obj, name, child)
         for name, v in static:

@@ -24,7 +24,7 @@ import ast
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -252,7 +252,7 @@ def constant_value(node: ast.expr) -> float | None:
         6.283185307179586
     """
     if isinstance(node, ast.Constant):
-        return float(node.value)
+        return float(cast(float, node.value))  # the checker admits numbers only
     if isinstance(node, ast.Name):
         return _CONSTANTS.get(node.id)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -337,7 +337,7 @@ def _structure(node: ast.AST) -> Any:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Constant):
-        return ("const", float(node.value))
+        return ("const", float(cast(float, node.value)))
     parts: list[Any] = [type(node).__name__]
     for _, value in ast.iter_fields(node):
         if isinstance(value, ast.AST):
@@ -432,8 +432,8 @@ class _PythonWriter:
                 parts.append(f"_np.{fn}({self.emit(left)}, {self.emit(right)})")
                 left = right
             src = parts[0]
-            for p in parts[1:]:
-                src = f"_np.logical_and({src}, {p})"
+            for part in parts[1:]:
+                src = f"_np.logical_and({src}, {part})"
             return src
         if isinstance(node, ast.Call):
             name = node.func.id  # type: ignore[attr-defined]

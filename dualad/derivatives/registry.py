@@ -374,7 +374,7 @@ def operator_type(f: Callable[..., Any]) -> type:
     op = getattr(f, "__dualad_operator__", None)
     if isinstance(op, Operator):
         return type(op)
-    return Broadcasted[f]
+    return Broadcasted[f]  # type: ignore[misc]  # __class_getitem__, which mypy does not read
 
 
 def undefined_derivative_error(rule: ElementwiseRule, index: int) -> TypeError:

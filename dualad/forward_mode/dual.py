@@ -520,9 +520,9 @@ def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
             return impl(inputs, _NO_KWARGS)
     else:
         if len(inputs) == 2:
-            lean = _LEAN_BINARY.get(ufunc)
-            if lean is not None:
-                r = lean(inputs[0], inputs[1])
+            lean_binary = _LEAN_BINARY.get(ufunc)
+            if lean_binary is not None:
+                r = lean_binary(inputs[0], inputs[1])
                 if r is not None:
                     return r
         if not _dual_is_innermost(inputs):
@@ -777,7 +777,7 @@ def register_forward(op_type: type, arg_types: Sequence[type], method: Callable[
 
 def dual_signatures(n: int) -> list[tuple[type, ...]]:
     """Every way ``n`` positional arguments can hold at least one Dual (others ``object``)."""
-    out = []
+    out: list[tuple[type, ...]] = []
     for bits in range(1, 2**n):
         out.append(tuple(Dual if bits >> i & 1 else object for i in range(n)))
     return out

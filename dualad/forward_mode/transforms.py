@@ -303,7 +303,7 @@ class _Seeds:
         for a, i in enumerate(self.nums):
             duals = []
             for v, off, size in zip(self.leaves[a], self.offsets[a], self.sizes[a]):
-                seed = np.eye(size, width, k=off - start)
+                seed: np.ndarray = np.eye(size, width, k=off - start)
                 if type(v) is np.ndarray and v.ndim != 1:
                     seed = seed.reshape(v.shape + (width,))
                 elif type(v) is not np.ndarray:

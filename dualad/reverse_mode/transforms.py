@@ -81,7 +81,7 @@ def _output_value(out: Any, level: int) -> Any:
 
 
 def _seeds(out_leaves: list[Any], cot_leaves: list[Any], level: int) -> dict:
-    seeds = {}
+    seeds: dict[int, tuple[Any, Any]] = {}
     for o, c in zip(out_leaves, cot_leaves):
         if isinstance(o, AbstractNode) and o.level == level:
             if shape_of(c) != shape_of(o):
@@ -161,7 +161,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fnam
         grads = inputs.gradients(leaf_grads)
         value = to_user(_output_value(out, inputs.level))
         if has_aux:
-            value = (value, call.aux())  # type: ignore[union-attr]
+            value = (value, call.aux())
         return value, (grads[0] if single else tuple(grads))
 
     return wrapped
@@ -234,7 +234,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
         return tuple(inputs.gradients(reverse_pass(seeds) if seeds else {}))
 
     if has_aux:
-        return values, pullback, call.aux()  # type: ignore[union-attr]
+        return values, pullback, call.aux()
     return values, pullback
 
 
@@ -322,8 +322,9 @@ def _jacobian_blocks(out: Any, inputs: _Inputs, in_shapes: list[list[tuple[int, 
             if n_out == 0:
                 leaves.append(np.zeros(out_shape + shape))
                 continue
-            stacked = np.stack([np.broadcast_to(r, shape) if not isinstance(r, Traced) else r
-                                for r in rows[a][j]])
+            items: list[Any] = [np.broadcast_to(r, shape) if not isinstance(r, Traced) else r
+                                for r in rows[a][j]]
+            stacked = np.stack(items)
             leaves.append(as_dtype(to_user(np.reshape(stacked, out_shape + shape)),
                                    inputs.dtypes[a][j]))
         blocks.append(leaves)
