@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator
 from ..core.tracing import Traced, innermost, normalize_arguments, recording_paused
 from ..derivatives.registry import get_rule, not_differentiable_message, refused_positions
+
+_Node = TypeVar("_Node", bound="CachedNode")
 
 __all__ = [
     "AbstractNode",
@@ -88,7 +90,9 @@ class AbstractNode(Traced, NumpyOverloads):
                 if is_differentiable_output(o) else o
                 for i, o in enumerate(out)
             ]
-            return out._make(items) if hasattr(out, "_fields") else type(out)(items)
+            if hasattr(out, "_fields"):  # a namedtuple
+                return out._make(items)  # type: ignore[union-attr]
+            return type(out)(items)
         return node
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
@@ -195,8 +199,8 @@ class CachedNode(AbstractNode):
         self.level = level
 
     @classmethod
-    def recorded(cls, op: Operator, args: tuple, kwargs: dict, output: Any,
-                 level: int) -> CachedNode:
+    def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
+                 level: int) -> _Node:
         """Build a node from a call's parts without an intermediate :class:`Node`."""
         self = cls.__new__(cls)
         self.op = op
@@ -234,6 +238,11 @@ class MutableNode(CachedNode):
     """
 
     __slots__ = ("_state", "_views", "_base", "_key", "_recompute")
+    _state: CachedNode
+    _views: Any  # None, or a list of weak references to the views of this node
+    _base: MutableNode | None
+    _key: Any
+    _recompute: Any  # a view's: (the state of its base) -> its own state
 
     @classmethod
     def from_state(cls, state: CachedNode) -> MutableNode:
@@ -446,7 +455,8 @@ def register_keyword_aliases(func: Any, aliases: dict[str, str],
         _COMPLETIONS[func] = complete
 
 
-def _traced_keywords_positional(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def _traced_keywords_positional(func: Any, args: tuple | list, kwargs: dict
+                                ) -> tuple[tuple, dict]:
     """Move graph nodes passed by keyword to their positional slots.
 
     Gradient rules return one gradient per *positional* argument, so a node passed by
@@ -520,7 +530,9 @@ def _refuse_traced(op: Operator, positions: tuple[int, ...], args: tuple, level:
     for i in positions:
         a = args[i] if i < len(args) else None
         if isinstance(a, AbstractNode) and a.level == level:
-            raise MissingRuleError(not_differentiable_message(get_rule(op.f), i))
+            rule = get_rule(op.f)
+            assert rule is not None  # positions are refused for table rules only
+            raise MissingRuleError(not_differentiable_message(rule, i))
 
 
 def primal_at(x: Any, level: int) -> Any:

@@ -34,6 +34,21 @@ class Operation:
 
     __slots__ = ("op", "fn", "gfn", "rule", "template", "refs", "seqs", "kw", "kw_refs", "out",
                  "differentiable", "guards", "multi", "shape", "arg_shapes")
+    op: Any  # the recorded call's Operator
+    fn: Callable[..., Any]  # its forward implementation, resolved when recorded
+    gfn: Callable[..., Any] | None  # its gradient rule (None for a value-only operation)
+    rule: Any  # the table rule of an elementwise operation, else None
+    template: list[Any]  # the positional arguments, None where a slot goes
+    refs: Any  # ((position, slot), ...): arguments that are recorded values
+    seqs: Any  # ((position, list or tuple, ((index, slot), ...)), ...)
+    kw: dict[str, Any]  # the keyword arguments that are constants
+    kw_refs: Any  # ((keyword, slot), ...)
+    out: int  # the slot of the result
+    differentiable: bool
+    guards: tuple[tuple[str, Any], ...]  # (kind, recorded reading) of the result
+    multi: bool  # the result is a tuple or list of values
+    shape: tuple[int, ...] | None
+    arg_shapes: list[tuple[int, ...] | None]
 
     def args(self, slots: list[Any]) -> list[Any]:
         args = self.template.copy()
@@ -81,6 +96,8 @@ def guard_holds(kind: str, recorded: Any, v: Any) -> bool:
 
 class Program:
     """One recording: the flat list of operations, its inputs and outputs, its guards."""
+
+    input_guards: list[Any]  # guards on the inputs' values, set when the program is built
 
     def __init__(self, key: Any, n_slots: int, n_inputs: int, input_leaves: list[int],
                  ops: list[Operation], out_spec: Any, outputs: list[tuple[bool, Any]],
