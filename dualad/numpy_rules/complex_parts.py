@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..extend import Dual, get_rule, shape_of, table_tangent
+from ..extend import Dual, declare_elementwise, get_rule, shape_of, table_tangent
 from . import elementwise as _elementwise  # noqa: F401  (registered first, replaced here)
 from . import functions as _functions  # noqa: F401
 from . import selection as _selection  # noqa: F401
@@ -77,6 +77,9 @@ def _real_tangent(x: Any, *args: Any, **kwargs: Any) -> Any:
     return Dual._make(value, np.real(x.partials), x.tag)
 
 
+declare_elementwise(np.real, np.real_if_close, flowing=(0,))  # sparsity: entry by entry
+
+
 @gradient_rule(np.imag)
 def _imag(grad: Any, output: Any, x: Any) -> tuple:
     if not is_complex(x):
@@ -89,6 +92,10 @@ def _imag_tangent(x: Any) -> Any:
     if not is_complex(x.value):
         return Dual._make(np.imag(x.value), np.zeros(shape_of(x.partials)), x.tag)
     return Dual._make(np.imag(x.value), np.imag(x.partials), x.tag)
+
+
+# sparsity: entry by entry (a superset where the values are real, as the zero tangent above)
+declare_elementwise(np.imag, flowing=(0,))
 
 
 def _angle_scale(args: tuple, kwargs: dict) -> float:
@@ -112,6 +119,9 @@ def _angle_tangent(z: Any, *args: Any, **kwargs: Any) -> Any:
     scale = _angle_scale(args, kwargs)
     dp = np.imag(z.partials * _column(_safe_inverse(z.value))) * scale
     return Dual._make(value, dp, z.tag)
+
+
+declare_elementwise(np.angle, flowing=(0,))  # sparsity: entry by entry (deg is a constant)
 
 
 # -- conj and abs (ufuncs with table rules for real inputs) -----------------------------------

@@ -8,6 +8,7 @@ import pytest
 from numpy_rule_checks import check, check_second_order, rand
 
 import dualad as ad
+from dualad.diagnostics.gradcheck import numerical_jacobian
 
 
 def crand(*shape):
@@ -183,3 +184,23 @@ def test_vjp_matches_jax(make):
     _, jax_pullback = jax.vjp(make(jnp), jnp.asarray(z))
     np.testing.assert_allclose(pullback(ct)[0], np.asarray(jax_pullback(jnp.asarray(ct))[0]),
                                rtol=1e-8, atol=1e-10)
+
+
+def test_sparsity_flows_through_the_parts_of_complex_intermediates():
+    """real, imag, angle and real_if_close flow entry by entry (declared beside their
+    rules): the detected pattern covers the Jacobian and the compressed Jacobian is it."""
+
+    def f(x):
+        z = x * (1.0 + 2.0j)
+        return (np.real(z) * np.imag(z[::-1] * 1j) + np.angle(x + 1j)
+                + np.real_if_close(x) + np.abs(np.conj(z)))
+
+    for x in (np.array([1.0, 2.0, 3.0]), np.linspace(-1.0, 2.0, 5)):
+        pattern = ad.jacobian_sparsity(f)(x).toarray()
+        dense = ad.jacobian(f)(x)
+        n = x.size
+        expected = np.eye(n, dtype=bool) | np.eye(n, dtype=bool)[::-1]
+        np.testing.assert_array_equal(pattern, expected)
+        assert not np.any(dense[~pattern])
+        np.testing.assert_allclose(ad.sparse_jacobian(f)(x).toarray(), dense, rtol=1e-12)
+        np.testing.assert_allclose(dense, numerical_jacobian(f, (x,), 0), rtol=1e-6, atol=1e-8)
