@@ -61,7 +61,7 @@ __all__ = [
     "refused_positions",
     "not_differentiable_message",
     "on_rule_registered",
-    "register_elementwise_rule",
+    "define_elementwise_rule",
     "define_table_rules",
     "rules",
     "traced_function",
@@ -455,7 +455,7 @@ def _traced(f: Callable[..., Any]) -> Callable[..., Any]:
     return _ORIGINALS[key]
 
 
-def register_elementwise_rule(
+def define_elementwise_rule(
     func: Callable[..., Any],
     arg_names: Sequence[str],
     derivative_exprs: Sequence[str | None | Derivative],
@@ -544,7 +544,7 @@ def define_rule(
         raise ValueError(
             f"define_rule({label}): the ufunc takes {arity} argument(s), args lists {len(args)}"
         )
-    rule = register_elementwise_rule(f, args, derivatives, domain=domain, notes=notes,
+    rule = define_elementwise_rule(f, args, derivatives, domain=domain, notes=notes,
                                      name=getattr(f, "__name__", label))
     return rule.function
 
@@ -575,7 +575,7 @@ def _register_scalar_operator(func: Callable[..., Any], symbol: str) -> None:
 
 
 def _register_entry(entry: RuleEntry) -> ElementwiseRule:
-    rule = register_elementwise_rule(
+    rule = define_elementwise_rule(
         entry.function, entry.arg_names, entry.derivatives, domain=entry.domain,
         notes=entry.notes, source=entry.source, name=entry.name,
         scalar_operator=entry.scalar_operator,

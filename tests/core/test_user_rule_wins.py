@@ -7,7 +7,7 @@ import pytest
 
 import dualad as ad
 from dualad import extend
-from dualad.derivatives.registry import get_rule, register_elementwise_rule
+from dualad.derivatives.registry import define_elementwise_rule, get_rule
 
 X = np.array([0.3, 0.7, 1.1])
 
@@ -32,7 +32,7 @@ def paths():
 
 def _restore_sin():
     rule = get_rule(np.sin)
-    register_elementwise_rule(np.sin, rule.arg_names, rule.expressions, domain=rule.domain,
+    define_elementwise_rule(np.sin, rule.arg_names, rule.expressions, domain=rule.domain,
                               notes=rule.notes, source=rule.source, name=rule.name)
 
 

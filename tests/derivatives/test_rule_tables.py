@@ -10,10 +10,10 @@ from dualad.core.dispatch import gradient
 from dualad.core.errors import RuleTableError
 from dualad.core.operators import Broadcasted
 from dualad.derivatives.registry import (
+    define_elementwise_rule,
     define_rule,
     get_rule,
     on_rule_registered,
-    register_elementwise_rule,
     rules,
 )
 from dualad.derivatives.tables import Domain, load_table, parse_domain, rules_directory, table_path
@@ -222,7 +222,7 @@ def test_define_rule_ufunc_arity():
     with pytest.raises(ValueError, match="takes 1 argument"):
         define_rule(np.sin, args=("x1", "x2"), derivatives=("1", "1"))
     with pytest.raises(ValueError, match="single-output"):
-        register_elementwise_rule(np.modf, ("x",), ("1",))
+        define_elementwise_rule(np.modf, ("x",), ("1",))
 
 
 def test_hooks_see_existing_and_later_rules():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import dualad as ad
 from dualad import extend
 from dualad.core.operators import Broadcasted, Method
-from dualad.derivatives.registry import get_rule, register_elementwise_rule
+from dualad.derivatives.registry import define_elementwise_rule, get_rule
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.forward_mode import dual as dual_module
 from dualad.forward_mode import kernels as dual_kernels
@@ -308,7 +308,7 @@ def test_setitem_into_a_read_only_view_copies_first():
 
 def _restore(ufunc):
     rule = get_rule(ufunc)
-    register_elementwise_rule(ufunc, rule.arg_names, rule.expressions, domain=rule.domain,
+    define_elementwise_rule(ufunc, rule.arg_names, rule.expressions, domain=rule.domain,
                               notes=rule.notes, source=rule.source, name=rule.name)
 
 

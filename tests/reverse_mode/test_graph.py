@@ -378,7 +378,7 @@ def _reregister_table_rule(f):
     import dualad.derivatives.registry as rg
 
     rule = rg.get_rule(f)
-    rg.register_elementwise_rule(f, rule.arg_names, rule.expressions, domain=rule.domain,
+    rg.define_elementwise_rule(f, rule.arg_names, rule.expressions, domain=rule.domain,
                                  notes=rule.notes, source=rule.source, name=rule.name)
 
 
