@@ -129,13 +129,13 @@ declare_elementwise(np.angle, flowing=(0,))  # sparsity: entry by entry (deg is 
 # inputs by the table's gradient expression and tangent rule.
 
 
-def _complex_or_table(ufunc: Any) -> tuple[Any, Any]:
+def _table_rules_of(ufunc: Any) -> tuple[Any, Any]:
     """The table's gradient expression and tangent rule of ``ufunc``, for real inputs."""
     return get_rule(ufunc).derivatives, table_tangent(ufunc)
 
 
-_conj_derivative, _conj_table_tangent = _complex_or_table(np.conjugate)
-_abs_derivative, _abs_table_tangent = _complex_or_table(np.absolute)
+_conj_derivative, _conj_table_tangent = _table_rules_of(np.conjugate)
+_abs_derivative, _abs_table_tangent = _table_rules_of(np.absolute)
 
 
 @gradient_rule(np.conjugate, broadcasted=True)
