@@ -42,10 +42,12 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    MissingRuleError,
     declare_reduction,
     innermost_tag,
     shape_of,
     unbroadcast,
+    value,
 )
 from ._signatures import bind
 from ._support import (
@@ -58,6 +60,7 @@ from ._support import (
     split_duals,
     tangent_rule,
 )
+from .complex_parts import is_complex
 from .reductions import exclusive_products
 
 __all__: list[str] = []
@@ -88,6 +91,19 @@ def _pair_inverse(d: Any) -> Any:
 
 def _k(p: Any) -> int:
     return shape_of(p)[-1]
+
+
+def _refuse_complex(fname: str, a: Any, when: str = "") -> None:
+    """Raise for a complex ``a`` where the rule of ``np.linalg.<fname>`` is real-only."""
+    if is_complex(a):
+        raise MissingRuleError(
+            f"dualad: np.linalg.{fname} of a complex array (dtype {a.dtype}, shape "
+            f"{shape_of(a)}){when} has no derivative rule yet; the real rule would give "
+            f"wrong derivatives. Differentiate a real formulation (e.g. the real "
+            f"representation [[Re, -Im], [Im, Re]]), or add a rule with "
+            f"@ad.gradient.dispatch / @ad.forward.dispatch for "
+            f"ad.Method[np.linalg.{fname}]."
+        )
 
 
 # -- inv, solve, det, slogdet -------------------------------------------------------------
@@ -195,12 +211,14 @@ def _det_tangent(a: Any) -> Any:
 
 @gradient_rule(np.linalg.slogdet)
 def _slogdet(grad: Any, output: Any, a: Any) -> tuple:
+    _refuse_complex("slogdet", a)
     g = np.expand_dims(np.expand_dims(grad[1], -1), -1)
     return (g * _mT(np.linalg.inv(a)),)
 
 
 @tangent_rule(np.linalg.slogdet)
 def _slogdet_tangent(a: Any) -> Any:
+    _refuse_complex("slogdet", a.value)
     out = np.linalg.slogdet(a.value)
     inner = np.einsum("...ij,...jik->...k", np.linalg.inv(a.value), a.partials)
     zeros = np.zeros(shape_of(out[0]) + (_k(a.partials),))
@@ -231,6 +249,7 @@ def _cholesky_upper(args: tuple, kwargs: dict) -> bool:
 
 @gradient_rule(np.linalg.cholesky)
 def _cholesky(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex("cholesky", a)
     upper = _cholesky_upper(args, kwargs)
     low = _mT(output) if upper else output
     gl = _mT(grad) if upper else grad
@@ -242,6 +261,7 @@ def _cholesky(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tupl
 
 @tangent_rule(np.linalg.cholesky)
 def _cholesky_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex("cholesky", a.value)
     upper = _cholesky_upper(args, kwargs)
     out = np.linalg.cholesky(a.value, *args, **kwargs)
     low = _mT(out) if upper else out
@@ -281,6 +301,7 @@ def _eigh_symmetric_gradient(w: Any, v: Any, gw: Any, gv: Any) -> Any:
 
 @gradient_rule(np.linalg.eigh)
 def _eigh(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex("eigh", a)
     w, v = output
     s = _eigh_symmetric_gradient(w, v, grad[0], grad[1])
     return (_triangle_gradient(s, _uplo(args, kwargs)),) + (None,) * len(args)
@@ -288,6 +309,7 @@ def _eigh(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
 
 @gradient_rule(np.linalg.eigvalsh)
 def _eigvalsh(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex("eigvalsh", a)
     uplo = _uplo(args, kwargs)
     w, v = np.linalg.eigh(a, uplo)
     s = _eigh_symmetric_gradient(w, v, grad, None)
@@ -304,6 +326,7 @@ def _eigh_tangents(w: Any, v: Any, p: Any, uplo: str) -> tuple[Any, Any]:
 
 @tangent_rule(np.linalg.eigh)
 def _eigh_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex("eigh", a.value)
     out = np.linalg.eigh(a.value, *args, **kwargs)
     w, v = out
     dw, dv = _eigh_tangents(w, v, kfirst(a.partials), _uplo(args, kwargs))
@@ -312,6 +335,7 @@ def _eigh_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
 
 @tangent_rule(np.linalg.eigvalsh)
 def _eigvalsh_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex("eigvalsh", a.value)
     uplo = _uplo(args, kwargs)
     w, v = np.linalg.eigh(a.value, uplo)
     dw, _ = _eigh_tangents(w, v, kfirst(a.partials), uplo)
@@ -367,6 +391,7 @@ def _svd_gradient(u: Any, s: Any, vh: Any, gu: Any, gs: Any, gvh: Any) -> Any:
 
 @gradient_rule(np.linalg.svd)
 def _svd(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex("svd", a)
     _, uv = _svd_params(a, args, kwargs)
     if not uv:
         u, s, vh = np.linalg.svd(a, full_matrices=False)
@@ -379,6 +404,7 @@ if hasattr(np.linalg, "svdvals"):
 
     @gradient_rule(np.linalg.svdvals)
     def _svdvals(grad: Any, output: Any, a: Any) -> tuple:
+        _refuse_complex("svdvals", a)
         u, s, vh = np.linalg.svd(a, full_matrices=False)
         return (_svd_gradient(u, s, vh, None, grad, None),)
 
@@ -406,6 +432,7 @@ def _svd_tangents(u: Any, s: Any, vh: Any, p: Any) -> tuple[Any, Any, Any]:
 
 @tangent_rule(np.linalg.svd)
 def _svd_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex("svd", a.value)
     _, uv = _svd_params(a.value, args, kwargs)
     u, s, vh = np.linalg.svd(a.value, full_matrices=False)
     du, ds, dvh = _svd_tangents(u, s, vh, kfirst(a.partials))
@@ -457,6 +484,7 @@ def _qr_gradient(a: Any, q: Any, r: Any, gq: Any, gr: Any) -> Any:
 
 @gradient_rule(np.linalg.qr)
 def _qr(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex("qr", a)
     mode = _qr_mode(a, args, kwargs)
     if mode == "r":
         q, r = np.linalg.qr(a)
@@ -487,6 +515,7 @@ def _qr_tangents(a: Any, q: Any, r: Any, p: Any) -> tuple[Any, Any]:
 
 @tangent_rule(np.linalg.qr)
 def _qr_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex("qr", a.value)
     mode = _qr_mode(a.value, args, kwargs)
     q, r = np.linalg.qr(a.value)
     dq, dr = _qr_tangents(a.value, q, r, kfirst(a.partials))
@@ -522,13 +551,21 @@ def _pinv_tangent_k(a: Any, p: Any, da: Any) -> Any:
     return out + np.matmul(np.matmul(right, dat), np.matmul(pt, p))
 
 
+def _refuse_complex_pinv(a: Any) -> None:
+    m, n = shape_of(a)[-2:]
+    if m != n:
+        _refuse_complex("pinv", a, " that is not square")
+
+
 @gradient_rule(np.linalg.pinv)
 def _pinv(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex_pinv(a)
     return (_pinv_adjoint(a, output, grad),) + (None,) * len(args)
 
 
 @tangent_rule(np.linalg.pinv)
 def _pinv_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex_pinv(a.value)
     p = np.linalg.pinv(a.value, *args, **kwargs)
     return Dual._make(p, klast(_pinv_tangent_k(a.value, p, kfirst(a.partials))), a.tag)
 
@@ -577,6 +614,8 @@ def _matrix_power_tangent(a: Any, n: Any) -> Any:
 
 @gradient_rule(np.linalg.lstsq)
 def _lstsq(grad: Any, output: Any, a: Any, b: Any, *args: Any, **kwargs: Any) -> tuple:
+    _refuse_complex("lstsq", a)
+    _refuse_complex("lstsq", b)
     x, residuals = output[0], output[1]
     gx, gres, gs = grad[0], grad[1], grad[3]
     p = np.linalg.pinv(a)
@@ -599,6 +638,8 @@ def _lstsq(grad: Any, output: Any, a: Any, b: Any, *args: Any, **kwargs: Any) ->
 
 @tangent_rule(np.linalg.lstsq, duals=(0, 1))
 def _lstsq_tangent(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+    _refuse_complex("lstsq", value(a))
+    _refuse_complex("lstsq", value(b))
     tag, ((av, ap), (bv, bp)) = tangent_parts_2(a, b)
     x, residuals, rank, s = np.linalg.lstsq(av, bv, *args, **kwargs)
     k = _k(ap if ap is not None else bp)
@@ -806,6 +847,7 @@ def _norm_args(args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
 
 def _norm_rules(func: Any, params: Any, kind: str | None = None) -> None:
     def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        _refuse_complex(func.__name__, x)
         ord, axis, keepdims = params(x, args, kwargs)
         w, axes = _norm_weights(x, output, ord, axis, keepdims, kind)
         shape = shape_of(x)
@@ -813,6 +855,7 @@ def _norm_rules(func: Any, params: Any, kind: str | None = None) -> None:
         return (np.reshape(grad, kept) * w,) + (None,) * len(args)
 
     def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        _refuse_complex(func.__name__, x.value)
         ord, axis, keepdims = params(x.value, args, kwargs)
         value = func(x.value, *args, **kwargs)
         w, axes = _norm_weights(x.value, value, ord, axis, keepdims, kind)
