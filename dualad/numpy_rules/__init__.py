@@ -21,6 +21,7 @@ from . import (  # noqa: F401
     reductions,
     selection,
     shapes,
+    statistics,
     ufunc_methods,
     writes,
 )
