@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (  # noqa: F401
     complex_parts,
     contractions,
+    convolution,
     derived,
     eigen,
     elementwise,
@@ -21,6 +22,7 @@ from . import (  # noqa: F401
     reductions,
     selection,
     shapes,
+    statistics,
     ufunc_methods,
     writes,
 )

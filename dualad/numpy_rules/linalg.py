@@ -25,6 +25,14 @@ Conventions and limits:
   ``'nuc'``, ``inf``, ``-inf``, ``0``, ``1``, ``-1``, ``2``, ``-2`` and any other p for
   vectors; ties (in ``inf``, ``1``, ...) split the gradient equally; the 2-norm of a zero
   vector has gradient zero.
+* Complex matrices follow JAX (see :mod:`dualad.numpy_rules.complex_parts`: cotangents
+  pair as ``Re(sum(g * dz))``): every function here accepts them. ``eigh`` / ``eigvalsh`` /
+  ``cholesky`` read the Hermitian matrix of one triangle (the imaginary part of its
+  diagonal is ignored, as LAPACK does); eigenvectors and singular vectors are defined up
+  to a phase per column, and their tangents use JAX's gauge (``Im(v^H dv) = 0``), so
+  differentiate functions that do not see the phase (``U diag(f(s)) V^H``, ``abs(v)``,
+  projectors); the diagonal of ``qr``'s ``R`` stays real. A complex ``norm`` is the same
+  norm of ``abs(x)`` (of the singular values for the matrix orders 2, -2, ``'nuc'``).
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -47,6 +55,7 @@ from ..extend import (
     shape_of,
     unbroadcast,
 )
+from ..reverse_mode.transforms import vjp
 from ._signatures import bind
 from ._support import (
     dual_or_value,
@@ -58,6 +67,7 @@ from ._support import (
     split_duals,
     tangent_rule,
 )
+from .complex_parts import is_complex
 from .reductions import exclusive_products
 
 __all__: list[str] = []
@@ -195,7 +205,13 @@ def _det_tangent(a: Any) -> Any:
 
 @gradient_rule(np.linalg.slogdet)
 def _slogdet(grad: Any, output: Any, a: Any) -> tuple:
-    g = np.expand_dims(np.expand_dims(grad[1], -1), -1)
+    """With ``t = tr(A^-1 dA)``: ``d logabsdet = Re(t)``, ``d sign = sign * i Im(t)``; the
+    gradient is ``A^-T (g_logabsdet + i Im(g_sign * sign))`` (the sign term is zero for real
+    matrices)."""
+    g = grad[1]
+    if is_complex(a):
+        g = g + 1j * np.imag(grad[0] * output[0])
+    g = np.expand_dims(np.expand_dims(g, -1), -1)
     return (g * _mT(np.linalg.inv(a)),)
 
 
@@ -203,6 +219,10 @@ def _slogdet(grad: Any, output: Any, a: Any) -> tuple:
 def _slogdet_tangent(a: Any) -> Any:
     out = np.linalg.slogdet(a.value)
     inner = np.einsum("...ij,...jik->...k", np.linalg.inv(a.value), a.partials)
+    if is_complex(inner):
+        dsign = np.expand_dims(out[0], -1) * 1j * np.imag(inner)
+        return out._make([Dual._make(out[0], dsign, a.tag),
+                          Dual._make(out[1], np.real(inner), a.tag)])
     zeros = np.zeros(shape_of(out[0]) + (_k(a.partials),))
     return out._make([Dual._make(out[0], zeros, a.tag), Dual._make(out[1], inner, a.tag)])
 
@@ -231,25 +251,26 @@ def _cholesky_upper(args: tuple, kwargs: dict) -> bool:
 
 @gradient_rule(np.linalg.cholesky)
 def _cholesky(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
+    """The adjoint of the tangent below: ``S = L^-T Phi(L^T gL) conj(L^-1)``, then the
+    gradient w.r.t. the triangle read."""
     upper = _cholesky_upper(args, kwargs)
-    low = _mT(output) if upper else output
-    gl = _mT(grad) if upper else grad
+    low = _mH(output) if upper else output
+    gl = _mH(grad) if upper else grad
     linv = np.linalg.inv(low)
-    s = np.matmul(np.matmul(_mT(linv), _phi(np.matmul(_mT(low), gl))), linv)
-    g = _lower_gradient(s)
-    return ((_mT(g) if upper else g),) + (None,) * len(args)
+    s = np.matmul(np.matmul(_mT(linv), _phi(np.matmul(_mT(low), gl))), _conj(linv))
+    return (_triangle_gradient(s, "U" if upper else "L"),) + (None,) * len(args)
 
 
 @tangent_rule(np.linalg.cholesky)
 def _cholesky_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
+    """``dL = L Phi(L^-1 dA L^-H)``, ``Phi`` the lower triangle with its diagonal halved."""
     upper = _cholesky_upper(args, kwargs)
     out = np.linalg.cholesky(a.value, *args, **kwargs)
-    low = _mT(out) if upper else out
-    p = kfirst(a.partials)
-    da = _sym_lower(_mT(p) if upper else p)
+    low = _mH(out) if upper else out
+    da = _read_triangle(kfirst(a.partials), "U" if upper else "L")
     linv = np.linalg.inv(low)
-    dl = np.matmul(low, _phi(np.matmul(np.matmul(linv, da), _mT(linv))))
-    return Dual._make(out, klast(_mT(dl) if upper else dl), a.tag)
+    dl = np.matmul(low, _phi(np.matmul(np.matmul(linv, da), _mH(linv))))
+    return Dual._make(out, klast(_mH(dl) if upper else dl), a.tag)
 
 
 # -- eigh --------------------------------------------------------------------------------------
@@ -259,12 +280,43 @@ def _uplo(args: tuple, kwargs: dict) -> str:
     return str(bind(("UPLO",), args, kwargs).get("UPLO", "L")).upper()
 
 
+def _mH(x: Any) -> Any:
+    """The conjugate transpose of a (stack of) matrix; the transpose for real ones."""
+    return _mT(np.conj(x)) if is_complex(x) else _mT(x)
+
+
+def _conj(x: Any) -> Any:
+    return np.conj(x) if is_complex(x) else x
+
+
+def _real(x: Any) -> Any:
+    return np.real(x) if is_complex(x) else x
+
+
+def _hermitian_lower(x: Any) -> Any:
+    """The Hermitian matrix LAPACK reads from the lower triangle of ``x`` (the imaginary
+    part of the diagonal is ignored)."""
+    if not is_complex(x):
+        return _sym_lower(x)
+    low = np.tril(x, -1)
+    return low + _mH(low) + _diag_embed(np.real(_diag_part(x)))
+
+
+def _hermitian_lower_gradient(g: Any) -> Any:
+    """The adjoint of :func:`_hermitian_lower` (pairing ``Re(sum(g * dx))``)."""
+    if not is_complex(g):
+        return _lower_gradient(g)
+    return np.tril(g, -1) + np.tril(np.conj(_mT(g)), -1) + _diag_embed(np.real(_diag_part(g)))
+
+
 def _read_triangle(x: Any, uplo: str) -> Any:
-    return _sym_lower(x) if uplo == "L" else _mT(_sym_lower(_mT(x)))
+    return _hermitian_lower(x) if uplo == "L" else _mH(_hermitian_lower(_mH(x)))
 
 
 def _triangle_gradient(s: Any, uplo: str) -> Any:
-    return _lower_gradient(s) if uplo == "L" else _mT(_lower_gradient(_mT(s)))
+    if uplo == "L":
+        return _hermitian_lower_gradient(s)
+    return _mH(_hermitian_lower_gradient(_mH(s)))
 
 
 def _eig_gaps(w: Any) -> Any:
@@ -273,10 +325,12 @@ def _eig_gaps(w: Any) -> Any:
 
 
 def _eigh_symmetric_gradient(w: Any, v: Any, gw: Any, gv: Any) -> Any:
+    """The gradient w.r.t. the Hermitian matrix read: ``conj(V) (diag(gw) + F * V^T gV) V^T``
+    (``V (...) V^T`` for real matrices)."""
     inner = _diag_embed(gw)
     if gv is not None:
         inner = inner + _eig_gaps(w) * np.matmul(_mT(v), gv)
-    return np.matmul(np.matmul(v, inner), _mT(v))
+    return np.matmul(np.matmul(_conj(v), inner), _mT(v))
 
 
 @gradient_rule(np.linalg.eigh)
@@ -296,8 +350,8 @@ def _eigvalsh(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tupl
 
 def _eigh_tangents(w: Any, v: Any, p: Any, uplo: str) -> tuple[Any, Any]:
     """k-first tangents of ``(w, v)`` from k-first partials ``p`` of the matrix."""
-    m = np.matmul(np.matmul(_mT(v), _read_triangle(p, uplo)), v)
-    dw = _diag_part(m)
+    m = np.matmul(np.matmul(_mH(v), _read_triangle(p, uplo)), v)
+    dw = _real(_diag_part(m))
     dv = np.matmul(v, _eig_gaps(w) * m)
     return dw, dv
 
@@ -341,7 +395,13 @@ def _svd_gaps(s: Any) -> Any:
 
 
 def _svd_gradient(u: Any, s: Any, vh: Any, gu: Any, gs: Any, gvh: Any) -> Any:
-    v = _mT(vh)
+    """The adjoint of :func:`_svd_tangents` (real or complex; pairing ``Re(sum(g * d))``).
+
+    With ``X = U^T gU``, ``W = V^T gV``: ``gA = conj(U) G Vh^*`` where ``G = diag(gs) +
+    (F * (X - X^H)) S + S (F * (W - W^H)) + diag(i Im(diag X) / s)``, plus the parts of
+    ``gU`` / ``gV`` outside the span of ``U`` / ``V`` (tall / wide matrices).
+    """
+    v = _mH(vh)
     inner = _diag_embed(gs)
     extra = None
     if gu is not None or gvh is not None:
@@ -351,17 +411,19 @@ def _svd_gradient(u: Any, s: Any, vh: Any, gu: Any, gs: Any, gvh: Any) -> Any:
         inv_s = 1.0 / s
         if gu is not None:
             ut_gu = np.matmul(_mT(u), gu)
-            inner = inner + (f * (ut_gu - _mT(ut_gu))) * s_row
-            proj = gu - np.matmul(u, ut_gu)
-            extra = np.matmul(proj * np.expand_dims(inv_s, -2), vh)
+            inner = inner + (f * (ut_gu - _mH(ut_gu))) * s_row
+            if is_complex(ut_gu):
+                inner = inner + _diag_embed(1j * np.imag(_diag_part(ut_gu)) * inv_s)
+            proj = gu - np.matmul(_conj(u), ut_gu)
+            extra = np.matmul(proj * np.expand_dims(inv_s, -2), _mT(v))
         if gvh is not None:
-            gv = _mT(gvh)
-            vt_gv = np.matmul(vh, gv)
-            inner = inner + s_col * (f * (vt_gv - _mT(vt_gv)))
-            proj = gv - np.matmul(v, vt_gv)
-            term = np.matmul(u * np.expand_dims(inv_s, -2), _mT(proj))
+            gv = _mH(gvh)
+            vt_gv = np.matmul(_mT(v), gv)
+            inner = inner + s_col * (f * (vt_gv - _mH(vt_gv)))
+            proj = gv - np.matmul(_conj(v), vt_gv)
+            term = np.matmul(_conj(u) * np.expand_dims(inv_s, -2), _mH(proj))
             extra = term if extra is None else extra + term
-    g = np.matmul(np.matmul(u, inner), vh)
+    g = np.matmul(np.matmul(_conj(u), inner), _mT(v))
     return g if extra is None else g + extra
 
 
@@ -388,20 +450,29 @@ if hasattr(np.linalg, "svdvals"):
 
 
 def _svd_tangents(u: Any, s: Any, vh: Any, p: Any) -> tuple[Any, Any, Any]:
-    """k-first tangents of ``(u, s, vh)`` from k-first partials ``p`` of the matrix."""
-    v = _mT(vh)
-    dp = np.matmul(np.matmul(_mT(u), p), v)
-    ds = _diag_part(dp)
+    """k-first tangents of ``(u, s, vh)`` from k-first partials ``p`` of the matrix.
+
+    ``dP = U^H dA V``, ``ds = Re(diag(dP))``; ``dU = U (F * (dP S + S dP^H) + D)`` with
+    ``F[i, j] = 1 / (s_j^2 - s_i^2)`` and, for complex matrices, the phase term
+    ``D = diag(i Im(diag(dP)) / s)`` (JAX's gauge); ``dV = V (F * (S dP + dP^H S))``; tall
+    and wide matrices add the parts of ``dA`` outside the span of ``U`` / ``V``.
+    """
+    v = _mH(vh)
+    dp = np.matmul(np.matmul(_mH(u), p), v)
+    ds = _real(_diag_part(dp))
     f = _svd_gaps(s)
     s_row = np.expand_dims(s, -2)
     s_col = np.expand_dims(s, -1)
     inv_row = np.expand_dims(1.0 / s, -2)
-    du = np.matmul(u, f * (dp * s_row + s_col * _mT(dp)))
-    du = du + np.matmul(p - np.matmul(u, np.matmul(_mT(u), p)), v) * inv_row
-    dv = np.matmul(v, f * (s_col * dp + _mT(dp) * s_row))
-    pt = _mT(p)
+    du_inner = f * (dp * s_row + s_col * _mH(dp))
+    if is_complex(dp):
+        du_inner = du_inner + _diag_embed(1j * np.imag(_diag_part(dp)) / s)
+    du = np.matmul(u, du_inner)
+    du = du + np.matmul(p - np.matmul(u, np.matmul(_mH(u), p)), v) * inv_row
+    dv = np.matmul(v, f * (s_col * dp + _mH(dp) * s_row))
+    pt = _mH(p)
     dv = dv + np.matmul(pt - np.matmul(v, np.matmul(vh, pt)), u) * inv_row
-    return du, ds, _mT(dv)
+    return du, ds, _mH(dv)
 
 
 @tangent_rule(np.linalg.svd)
@@ -432,14 +503,14 @@ def _qr_mode(a: Any, args: tuple, kwargs: dict) -> str:
     return mode
 
 
-def _copyltu(m: Any) -> Any:
-    return np.tril(m) + _mT(np.tril(m, -1))
-
-
 def _qr_square_gradient(q: Any, r: Any, gq: Any, gr: Any) -> Any:
-    """Gradient for ``A = QR`` with ``A`` tall or square (``R`` square, invertible)."""
-    m = np.matmul(r, _mT(gr)) - np.matmul(_mT(gq), q)
-    b = gq + np.matmul(q, _copyltu(m))
+    """Gradient for ``A = QR`` with ``A`` tall or square (``R`` square, invertible): with
+    ``K = gR R^T - Q^T gQ`` and ``E = triu(K, 1) + Re(diag(K)) + tril(K^H, -1)``,
+    ``gA = (gQ + conj(Q) E) R^-T`` (the adjoint of the tangent below)."""
+    k = np.matmul(gr, _mT(r)) - np.matmul(_mT(q), gq)
+    diag = _diag_embed(_real(_diag_part(k)))
+    e = np.triu(k, 1) + diag + np.tril(_mH(k), -1)
+    b = gq + np.matmul(_conj(q), e)
     return _mT(np.linalg.solve(r, _mT(b)))
 
 
@@ -450,8 +521,8 @@ def _qr_gradient(a: Any, q: Any, r: Any, gq: Any, gr: Any) -> Any:
     x_r = r[..., :, :m]
     y = a[..., :, m:]
     gy_r = gr[..., :, m:]
-    gx = _qr_square_gradient(q, x_r, gq + np.matmul(y, _mT(gy_r)), gr[..., :, :m])
-    gy = np.matmul(q, gy_r)
+    gx = _qr_square_gradient(q, x_r, gq + np.matmul(_conj(y), _mH(gy_r)), gr[..., :, :m])
+    gy = np.matmul(_conj(q), gy_r)
     return np.concatenate([gx, gy], axis=-1)
 
 
@@ -466,12 +537,17 @@ def _qr(grad: Any, output: Any, a: Any, *args: Any, **kwargs: Any) -> tuple:
 
 
 def _qr_square_tangent(q: Any, r: Any, p: Any) -> tuple[Any, Any]:
+    """``C = Q^H dA R^-1``, ``Omega = tril(C, -1) - tril(C, -1)^H (+ i Im(diag(C)))`` (the
+    diagonal of R stays real, as LAPACK's), ``dR = (C - Omega) R``,
+    ``dQ = Q Omega + (dA - Q Q^H dA) R^-1``."""
     rinv = np.linalg.inv(r)
-    c = np.matmul(np.matmul(_mT(q), p), rinv)
+    c = np.matmul(np.matmul(_mH(q), p), rinv)
     low = np.tril(c, -1)
-    omega = low - _mT(low)
+    omega = low - _mH(low)
+    if is_complex(c):
+        omega = omega + _diag_embed(1j * np.imag(_diag_part(c)))
     dr = np.matmul(c - omega, r)
-    dq = np.matmul(q, omega) + np.matmul(p - np.matmul(q, np.matmul(_mT(q), p)), rinv)
+    dq = np.matmul(q, omega) + np.matmul(p - np.matmul(q, np.matmul(_mH(q), p)), rinv)
     return dq, dr
 
 
@@ -481,7 +557,7 @@ def _qr_tangents(a: Any, q: Any, r: Any, p: Any) -> tuple[Any, Any]:
         return _qr_square_tangent(q, r, p)
     dq, dx_r = _qr_square_tangent(q, r[..., :, :m], p[..., :, :m])
     y = a[..., :, m:]
-    dy_r = np.matmul(_mT(dq), y) + np.matmul(_mT(q), p[..., :, m:])
+    dy_r = np.matmul(_mH(dq), y) + np.matmul(_mH(q), p[..., :, m:])
     return dq, np.concatenate([dx_r, dy_r], axis=-1)
 
 
@@ -501,25 +577,27 @@ def _qr_tangent(a: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _pinv_adjoint(a: Any, p: Any, g: Any) -> Any:
-    """The gradient w.r.t. ``a`` of ``<g, pinv(a)>`` (constant rank)."""
+    """The gradient w.r.t. ``a`` of ``Re(sum(g * pinv(a)))`` (constant rank): ``-P^T g P^T
+    + conj(L g^T P P^H) + conj(P^H P g^T R)`` with ``L = I - A P``, ``R = I - P A``."""
     pt = _mT(p)
     gt = _mT(g)
     left = np.eye(shape_of(a)[-2]) - np.matmul(a, p)
     right = np.eye(shape_of(a)[-1]) - np.matmul(p, a)
     out = -np.matmul(np.matmul(pt, g), pt)
-    out = out + np.matmul(np.matmul(left, gt), np.matmul(p, pt))
-    return out + np.matmul(np.matmul(pt, p), np.matmul(gt, right))
+    out = out + _conj(np.matmul(np.matmul(left, gt), np.matmul(p, _mH(p))))
+    return out + _conj(np.matmul(np.matmul(_mH(p), p), np.matmul(gt, right)))
 
 
 def _pinv_tangent_k(a: Any, p: Any, da: Any) -> Any:
-    """k-first tangent of ``pinv(a)`` from k-first ``da``."""
-    pt = _mT(p)
-    dat = _mT(da)
+    """k-first tangent of ``pinv(a)`` from k-first ``da``: ``-P dA P + P P^H dA^H L
+    + R dA^H P^H P``."""
+    ph = _mH(p)
+    dah = _mH(da)
     left = np.eye(shape_of(a)[-2]) - np.matmul(a, p)
     right = np.eye(shape_of(a)[-1]) - np.matmul(p, a)
     out = -np.matmul(np.matmul(p, da), p)
-    out = out + np.matmul(np.matmul(np.matmul(p, pt), dat), left)
-    return out + np.matmul(np.matmul(right, dat), np.matmul(pt, p))
+    out = out + np.matmul(np.matmul(np.matmul(p, ph), dah), left)
+    return out + np.matmul(np.matmul(right, dah), np.matmul(ph, p))
 
 
 @gradient_rule(np.linalg.pinv)
@@ -588,7 +666,7 @@ def _lstsq(grad: Any, output: Any, a: Any, b: Any, *args: Any, **kwargs: Any) ->
     if shape_of(residuals)[0] and np.any(gres != 0):
         xm = np.expand_dims(x, -1) if vector else x
         r = bm - np.matmul(a, xm)
-        weighted = r * gres
+        weighted = _conj(r) * gres
         ga = ga - 2.0 * np.matmul(weighted, _mT(xm))
         gb = gb + 2.0 * weighted
     if np.any(gs != 0):
@@ -616,12 +694,12 @@ def _lstsq_tangent(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         dbk = np.expand_dims(dbk, -1) if vector else dbk
         dx = dx + np.matmul(p, dbk)
         if has_res:
-            dres = dres + 2.0 * np.sum(r * dbk, axis=-2)
+            dres = dres + 2.0 * _real(np.sum(_conj(r) * dbk, axis=-2))
     if ap is not None:
         dak = kfirst(ap)
         dx = dx + np.matmul(_pinv_tangent_k(av, p, dak), bm)
         if has_res:
-            dres = dres - 2.0 * np.sum(r * np.matmul(dak, xm), axis=-2)
+            dres = dres - 2.0 * _real(np.sum(_conj(r) * np.matmul(dak, xm), axis=-2))
         u, sv, vh = np.linalg.svd(av, full_matrices=False)
         _, ds, _ = _svd_tangents(u, sv, vh, dak)
     if vector:
@@ -804,9 +882,28 @@ def _norm_args(args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
     return p.get("ord"), p.get("axis"), bool(p.get("keepdims", False))
 
 
+def _complex_norm(func: Any, x: Any, args: tuple, kwargs: dict, ord: Any, axis: Any,
+                  keepdims: bool, kind: str | None) -> Any:
+    """A norm of complex ``x`` written with calls that have complex rules: the same norm of
+    ``abs(x)``, or, for the matrix orders 2, -2 and 'nuc', of the singular values."""
+    kind, axes = _norm_setup(x, ord, axis, kind)
+    if kind == "vector" or ord not in (2, -2, "nuc"):
+        return func(np.abs(x), *args, **kwargs)
+    rows, cols = axes
+    s = np.linalg.svd(np.moveaxis(x, (rows, cols), (-2, -1)), compute_uv=False)
+    out = np.sum(s, axis=-1) if ord == "nuc" else s[..., 0 if ord == 2 else -1]
+    if keepdims:
+        out = np.expand_dims(out, tuple(sorted(axes)))
+    return out
+
+
 def _norm_rules(func: Any, params: Any, kind: str | None = None) -> None:
     def grad_impl(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
         ord, axis, keepdims = params(x, args, kwargs)
+        if is_complex(x):
+            def norm_of(z: Any) -> Any:
+                return _complex_norm(func, z, args, kwargs, ord, axis, keepdims, kind)
+            return (vjp(norm_of, x)[1](grad)[0],) + (None,) * len(args)
         w, axes = _norm_weights(x, output, ord, axis, keepdims, kind)
         shape = shape_of(x)
         kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
@@ -814,6 +911,8 @@ def _norm_rules(func: Any, params: Any, kind: str | None = None) -> None:
 
     def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
         ord, axis, keepdims = params(x.value, args, kwargs)
+        if is_complex(x.value):
+            return _complex_norm(func, x, args, kwargs, ord, axis, keepdims, kind)
         value = func(x.value, *args, **kwargs)
         w, axes = _norm_weights(x.value, value, ord, axis, keepdims, kind)
         dp = np.sum(np.expand_dims(w, -1) * x.partials, axis=axes, keepdims=keepdims)

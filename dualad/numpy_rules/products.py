@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -47,6 +48,7 @@ from ._support import (
     tangent_rule,
     unsupported_tangent,
 )
+from .complex_parts import is_complex
 from .contractions import Contraction, contraction_rules, parse_einsum
 
 __all__ = ["matmul_gradients"]
@@ -310,14 +312,46 @@ def _no_gufunc_axes(name: str, kwargs: dict) -> None:
         )
 
 
-contraction_rules([np.vdot], _vdot_contraction)
+class _ConjugateFirst:
+    """A contraction whose first operand is conjugated first (``vdot``, ``vecdot``,
+    ``vecmat``): conj is its own adjoint under the pairing ``Re(sum(g * dz))``."""
+
+    def __init__(self, con: Contraction) -> None:
+        self.con = con
+
+    def gradients(self, grad: Any, operands: Sequence[Any], wanted: Any = None) -> list:
+        if not is_complex(operands[0]):
+            return self.con.gradients(grad, operands, wanted)
+        ops = [np.conj(operands[0])] + list(operands[1:])
+        grads = list(self.con.gradients(grad, ops, wanted))
+        if grads[0] is not None:
+            grads[0] = np.conj(grads[0])
+        return grads
+
+    def value_and_tangent(self, values: Sequence[Any], partials: Sequence[Any]) -> tuple:
+        values, partials = list(values), list(partials)
+        if is_complex(values[0]):
+            values[0] = np.conj(values[0])
+            if partials[0] is not None:
+                partials[0] = np.conj(partials[0])
+        return self.con.value_and_tangent(values, partials)
+
+
+def _conjugating_first(build: Any) -> Any:
+    def conjugating(*args: Any, **kwargs: Any) -> tuple[Any, list[int]]:
+        con, positions = build(*args, **kwargs)
+        return _ConjugateFirst(con), positions
+    return conjugating
+
+
+contraction_rules([np.vdot], _conjugating_first(_vdot_contraction))
 contraction_rules([np.inner], _inner_contraction)
 contraction_rules([np.outer], _outer_contraction)
 contraction_rules([np.linalg.outer], _linalg_outer_contraction)
 contraction_rules([np.tensordot, np.linalg.tensordot], _tensordot_contraction)
 contraction_rules([np.kron], _kron_contraction)
 contraction_rules([np.cross, np.linalg.cross], _cross_contraction)
-contraction_rules([np.linalg.vecdot], _vecdot_contraction)
+contraction_rules([np.linalg.vecdot], _conjugating_first(_vecdot_contraction))
 
 
 def _gufunc_rules(ufunc: Any, build: Any) -> None:
@@ -339,8 +373,9 @@ def _gufunc_rules(ufunc: Any, build: Any) -> None:
     tangent_rule(ufunc, duals=(0, 1), ufunc=True)(tangent_impl)
 
 
-for _uf, _build in (("matvec", _matvec_contraction), ("vecmat", _vecmat_contraction),
-                    ("vecdot", _vecdot_contraction)):
+for _uf, _build in (("matvec", _matvec_contraction),
+                    ("vecmat", _conjugating_first(_vecmat_contraction)),
+                    ("vecdot", _conjugating_first(_vecdot_contraction))):
     if hasattr(np, _uf):
         _gufunc_rules(getattr(np, _uf), _build)
 
