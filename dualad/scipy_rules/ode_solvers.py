@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import scipy.integrate as _si
 
-from ..core.array_protocol import shape_of
+from ..core.array_protocol import lift_object_array, shape_of
 from ..core.tracing import Traced
 from ..core.trees import tree_flatten, tree_unflatten
 from . import ode_adjoint as _ode_adjoint  # noqa: F401  (registers the gradient rule)
@@ -95,6 +95,7 @@ def _as_state(y0: Any, fname: str) -> Any:
 
 
 def _as_time(t: Any) -> Any:
+    t = lift_object_array(t)
     if isinstance(t, Traced):
         return t
     return np.float64(constant(t))
@@ -170,7 +171,12 @@ def solve_ivp(fun: Callable[..., Any], t_span: Any, y0: Any, method: Any = "RK45
         ) from None
     t0, t1 = _as_time(t0), _as_time(t1)
     y0 = _as_state(y0, "solve_ivp")
+    if t_eval is not None:
+        t_eval = lift_object_array(t_eval)
+        if not isinstance(t_eval, Traced):
+            t_eval = np.asarray(t_eval, dtype=np.float64)
     leaves, spec = tree_flatten(args if args is not None else ())
+    leaves = [lift_object_array(leaf) for leaf in leaves]
     traced_at = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Traced)]
     fixed = list(leaves)
 
@@ -253,6 +259,7 @@ def odeint(func: Callable[..., Any], y0: Any, t: Any, args: Any = (), Dfun: Any 
     if shape_of(t) == () or len(shape_of(t)) != 1:
         raise ValueError(f"dualad: odeint: t must be a 1-D sequence of times, got shape "
                          f"{shape_of(t)}.")
+    t = lift_object_array(t)
     if not isinstance(t, Traced):
         t = np.asarray(t, dtype=np.float64)
 
