@@ -27,8 +27,9 @@ import numpy as np
 from .. import njit as _njit
 from ..api import jacobian
 from ..sparse.ode import ode_sparsity, sparse_ode_jacobian
+from .ode_solvers import OdeSolveError, odeint, solve_ivp
 
-__all__ = ["ode_jacobian"]
+__all__ = ["ode_jacobian", "solve_ivp", "odeint", "OdeSolveError"]
 
 
 def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
