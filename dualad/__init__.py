@@ -51,7 +51,7 @@ from .forward_mode.dual import Dual
 from .forward_mode.transforms import derivative, jvp
 from .reverse_mode.graph import AbstractNode, CachedNode, LeafNode, Node, Variable, register
 from .reverse_mode.transforms import grad, value_and_grad, vjp
-from .scipy_rules.integrate import ode_jacobian
+from .scipy_rules.jacobians import ode_jacobian
 from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jacobian
 from .tape import Tape, TapeRetraceWarning, record
 

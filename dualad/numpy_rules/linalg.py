@@ -54,8 +54,8 @@ from ..extend import (
     innermost_tag,
     shape_of,
     unbroadcast,
+    vjp,
 )
-from ..reverse_mode.transforms import vjp
 from ._signatures import bind
 from ._support import (
     dual_or_value,

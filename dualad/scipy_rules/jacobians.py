@@ -1,4 +1,4 @@
-"""Drop-ins for scipy: Jacobians in the form ``solve_ivp`` and ``optimize`` expect.
+"""Jacobians in the form ``solve_ivp`` and ``optimize`` expect (``ad.ode_jacobian``).
 
 ``ad.grad(fun)``, ``ad.hessian(fun)`` and ``ad.jacobian(fun)`` already pass straight to
 ``scipy.optimize.minimize(jac=, hess=)`` and ``scipy.optimize.root(jac=)``: extra
@@ -27,9 +27,8 @@ import numpy as np
 from .. import njit as _njit
 from ..api import jacobian
 from ..sparse.ode import ode_sparsity, sparse_ode_jacobian
-from .ode_solvers import OdeSolveError, odeint, solve_ivp
 
-__all__ = ["ode_jacobian", "solve_ivp", "odeint", "OdeSolveError"]
+__all__ = ["ode_jacobian"]
 
 
 def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
@@ -73,7 +72,3 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     jac.sparsity = sparsity  # type: ignore[attr-defined]
     return jac
 
-
-def __dir__() -> list[str]:
-    """This module's face: its functions, nothing else."""
-    return sorted(__all__)

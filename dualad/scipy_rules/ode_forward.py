@@ -39,7 +39,8 @@ import scipy.sparse as _sparse
 
 from .. import njit as _njit
 from ..core.array_protocol import shape_of
-from ..extend import Dual, Tag, innermost_tag, lift_object_array, tangent_rule
+from ..extend import Dual, innermost_tag, lift_object_array, tangent_rule
+from ..forward_mode.dual import Tag
 from .ode_problem import OdeProblem, ode_values
 
 __all__ = ["forward_sensitivities", "augmented_problem"]
