@@ -23,6 +23,9 @@ import-linter contract in ``pyproject.toml`` and the README's layout table):
 * :mod:`dualad.njit`: dual numbers in nopython mode;
 * :mod:`dualad.derivatives`: the rule tables, their language and registry;
 * :mod:`dualad.core`: operators, dispatch, tracing, numpy's protocols, trees, errors.
+
+The rule families (:mod:`dualad.numpy_rules`, :mod:`dualad.scipy_rules`) reach the layers
+below :mod:`dualad.extend` through it only (a second contract).
 """
 
 from __future__ import annotations

@@ -80,3 +80,36 @@ def test_extend_old_names_warn_and_still_work():
         assert callable(extend.zero_partials)
     with pytest.raises(AttributeError, match="no_such_name"):
         extend.no_such_name  # noqa: B018
+
+
+def _names_taken_from_extend(path):
+    """Names a file takes from dualad.extend: imported from it, or read as ``extend.<name>``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("extend"):
+            names.update(a.name for a in node.names)
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "extend"):
+            names.add(node.attr)
+    return names
+
+
+def test_extend_exports_only_names_in_use():
+    """Every name of dualad.extend is used by dualad's own rules or by rules the tests
+    write, or documented for rule writers (the README, the contract's ``define_rule``)."""
+    import pathlib
+
+    from dualad import extend
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    used = set()
+    for folder in ("dualad/numpy_rules", "dualad/scipy_rules", "tests"):
+        for path in (root / folder).rglob("*.py"):
+            used |= _names_taken_from_extend(path)
+    readme = (root / "README.md").read_text()
+    used |= set(re.findall(r"extend\.(\w+)", readme))
+    used |= {"define_rule"}  # the contract: import dualad.extend ... define_rule
+    assert set(extend.__all__) - used == set()
