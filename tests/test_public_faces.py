@@ -113,3 +113,20 @@ def test_extend_exports_only_names_in_use():
     used |= set(re.findall(r"extend\.(\w+)", readme))
     used |= {"define_rule"}  # the contract: import dualad.extend ... define_rule
     assert set(extend.__all__) - used == set()
+
+
+def test_every_module_declares_its_names():
+    """Every module of the package has ``__all__`` (read from the source, nothing imported)."""
+    import ast
+    import pathlib
+
+    package = pathlib.Path(ad.__file__).parent
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        targets = [t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                   for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                   if isinstance(t, ast.Name)]
+        if "__all__" not in targets:
+            missing.append(str(path.relative_to(package)))
+    assert missing == []
