@@ -82,6 +82,18 @@ def test_extend_old_names_warn_and_still_work():
         extend.no_such_name  # noqa: B018
 
 
+@pytest.mark.parametrize("old", sorted(__import__("dualad.extend").extend._MOVED))
+def test_every_old_extend_name_leads_where_its_warning_says(old):
+    from dualad import extend
+
+    module, new = extend._MOVED[old]
+    assert old not in dir(extend)
+    with pytest.warns(DeprecationWarning, match=rf"dualad\.extend\.{old} is deprecated; "
+                                                rf"use {re.escape(module)}\.{new}"):
+        found = getattr(extend, old)
+    assert found is getattr(importlib.import_module(module), new)
+
+
 def _names_taken_from_extend(path):
     """Names a file takes from dualad.extend: imported from it, or read as ``extend.<name>``."""
     import ast
