@@ -276,8 +276,9 @@ def define_value_rule(ufunc: Any) -> None:
 
     impl.__name__ = f"values_of_{ufunc.__name__}"
     method.__name__ = method.__qualname__ = f"forward_{ufunc.__name__}"
+    op_type: Any = Broadcasted[ufunc]  # type: ignore[misc]  # __class_getitem__
     for types in dual_signatures(ufunc.nin):
-        register_forward(Broadcasted[ufunc], types, method)
+        register_forward(op_type, types, method)
     register_fast_ufunc(ufunc, impl)
 
 

@@ -35,7 +35,7 @@ __all__ = ["tangent_rule"]
 
 def _subsets(positions: tuple[int, ...]) -> list[tuple[type, ...]]:
     n = max(positions) + 1
-    out = []
+    out: list[tuple[type, ...]] = []
     for bits in range(1, 2 ** len(positions)):
         chosen = {p for i, p in enumerate(positions) if bits >> i & 1}
         out.append(tuple(Dual if i in chosen else object for i in range(n)))
@@ -56,7 +56,7 @@ def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,), ufunc: bool =
     gives that one, for the calls ``impl`` leaves to it).
     A rule a user registers later with ``@ad.forward.dispatch`` for the same function wins.
     """
-    family = Broadcasted if broadcasted else Method
+    family: Any = Broadcasted if broadcasted else Method
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
         def method(op: Any, *args: Any, **kwargs: Any):  # no return annotation (plum)

@@ -131,7 +131,10 @@ declare_elementwise(np.angle, flowing=(0,))  # sparsity: entry by entry (deg is 
 
 def _table_rules_of(ufunc: Any) -> tuple[Any, Any]:
     """The table's gradient expression and tangent rule of ``ufunc``, for real inputs."""
-    return get_rule(ufunc).derivatives, table_tangent(ufunc)
+    tangent = table_tangent(ufunc)  # a ValueError naming ufunc if the tables lack it
+    rule = get_rule(ufunc)
+    assert rule is not None
+    return rule.derivatives, tangent
 
 
 _conj_derivative, _conj_table_tangent = _table_rules_of(np.conjugate)

@@ -36,7 +36,7 @@ def gradient_rule(*funcs: Any, broadcasted: bool = False
     place of its table rule); a rule a user registers later with ``@ad.gradient.dispatch``
     for the same function wins.
     """
-    family = Broadcasted if broadcasted else Method
+    family: Any = Broadcasted if broadcasted else Method
 
     def decorate(impl: Callable[..., tuple]) -> Callable[..., tuple]:
         def method(op: Any, grad: Any, output: Any, *args: Any, **kwargs: Any):
