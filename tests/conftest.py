@@ -1,6 +1,6 @@
 """Shared test settings: hypothesis profiles ("ci" is the default; "long" and "thorough"
 run many more examples, e.g. HYPOTHESIS_PROFILE=long for the guard against silent wrong
-numbers in tests/reliability)."""
+numbers, tests/test_silent_guard.py)."""
 
 import os
 
