@@ -41,7 +41,7 @@ import scipy.integrate as _si
 import scipy.sparse as _sparse
 
 from ..core.array_protocol import shape_of
-from ..extend import Traced, gradient_rule
+from ..extend import Traced, gradient_rule, gradients_needed
 from ..reverse_mode.transforms import vjp
 from .ode_forward import forward_sensitivities
 from .ode_problem import OdeProblem, OdeSolveError, ode_values, plain_key
@@ -134,54 +134,76 @@ def adjoint_gradients(problem: OdeProblem, grad: np.ndarray, y: np.ndarray, t0: 
 
 
 def _forward_gradients(problem: OdeProblem, grad: Any, t0: Any, times: Any, y0: Any,
-                       leaves: tuple) -> tuple:
-    """The same gradients from forward sensitivities, one direction per input (works on
-    traced values too: higher derivatives)."""
+                       leaves: tuple, needed: list[bool]) -> tuple:
+    """The same gradients from forward sensitivities, one direction per needed input
+    (works on traced values too: higher derivatives). ``needed``: for ``t0``, ``times``,
+    ``y0`` and each leaf, whether its gradient is wanted."""
     n = shape_of(y0)[0]
     sizes = [_size(v) for v in leaves]
-    k = 1 + n + int(sum(sizes))
-    eye = np.eye(k)
-    dt0 = eye[0]
-    dy0 = eye[1:1 + n]
-    dleaves, offset = [], 1 + n
-    for v, size in zip(leaves, sizes):
-        dleaves.append(np.reshape(eye[offset:offset + size], shape_of(v) + (k,)))
-        offset += size
+    want_t0, want_y0, want_leaves = needed[0], needed[2], needed[3:]
+    k = int(want_t0) + (n if want_y0 else 0) + sum(s for s, w in zip(sizes, want_leaves) if w)
+    eye = np.eye(max(k, 1))
+    offset = 0
+    dt0 = dy0 = None
+    if want_t0:
+        dt0, offset = eye[0], 1
+    if want_y0:
+        dy0, offset = eye[offset:offset + n], offset + n
+    dleaves: list[Any] = []
+    for v, size, want in zip(leaves, sizes, want_leaves):
+        if want:
+            dleaves.append(np.reshape(eye[offset:offset + size], shape_of(v) + (k,)))
+            offset += size
+        else:
+            dleaves.append(None)
     plain = not any(isinstance(x, Traced) for x in (t0, times, y0, *leaves))
-    cache_key = ("sens", plain_key(t0, times, y0, *leaves)) if plain else None
+    cache_key = ("sens", tuple(needed), plain_key(t0, times, y0, *leaves)) if plain else None
     cached = problem.derived.get("sensitivity cache")
     if cache_key is not None and cached is not None and cached[0] == cache_key:
         y, tangent = cached[1]
     else:
         y, tangent = forward_sensitivities(problem, t0, times, y0, tuple(leaves), dt0, None,
-                                           dy0, tuple(dleaves), k)
+                                           dy0, tuple(dleaves), max(k, 1))
         if cache_key is not None:
             problem.derived["sensitivity cache"] = (cache_key, (y, tangent))
-    # (n, m, k) contracted with grad (n, m)
     flat = np.tensordot(grad, tangent, axes=([0, 1], [0, 1]))  # (k,)
-    m = shape_of(y)[1]
-    f_cols = [problem.rhs(times[i], y[:, i], *leaves) for i in range(m)]
-    g_times = np.sum(grad * np.stack(f_cols, axis=1), axis=0)
+    g_times = None
+    if needed[1]:
+        m = shape_of(y)[1]
+        f_cols = [problem.rhs(times[i], y[:, i], *leaves) for i in range(m)]
+        g_times = np.sum(grad * np.stack(f_cols, axis=1), axis=0)
+    offset = 0
+    g_t0 = g_y0 = None
+    if want_t0:
+        g_t0, offset = flat[0], 1
+    if want_y0:
+        g_y0, offset = flat[offset:offset + n], offset + n
     g_leaves = []
-    offset = 1 + n
-    for v, size in zip(leaves, sizes):
-        g_leaves.append(np.reshape(flat[offset:offset + size], shape_of(v)))
-        offset += size
-    return flat[0], g_times, flat[1:1 + n], tuple(g_leaves)
+    for v, size, want in zip(leaves, sizes, want_leaves):
+        if want:
+            g_leaves.append(np.reshape(flat[offset:offset + size], shape_of(v)))
+            offset += size
+        else:
+            g_leaves.append(None)
+    return g_t0, g_times, g_y0, tuple(g_leaves)
 
 
 @gradient_rule(ode_values)
 def _ode_values_gradient(grad: Any, output: Any, problem: OdeProblem, t0: Any, times: Any,
                          y0: Any, *leaves: Any) -> tuple:
-    n_inputs = 1 + _size(y0) + sum(_size(v) for v in leaves)
+    needs = gradients_needed()
+    needed = [True] * (3 + len(leaves)) if needs is None else list(needs[1:])
+    n_inputs = int(needed[0]) + (_size(y0) if needed[2] else 0) + sum(
+        _size(v) for v, w in zip(leaves, needed[3:]) if w)
     traced = any(isinstance(x, Traced) for x in (grad, t0, times, y0, *leaves))
     if traced or choose_sensitivity(problem, n_inputs) == "forward":
         g_t0, g_times, g_y0, g_leaves = _forward_gradients(problem, grad, t0, times, y0,
-                                                           leaves)
+                                                           leaves, needed)
     else:
         times_v = np.atleast_1d(np.asarray(times, dtype=np.float64))
         g_t0, g_times, g_y0, g_leaves = adjoint_gradients(
             problem, np.asarray(grad, dtype=np.float64), np.asarray(output),
             float(t0), times_v, np.asarray(y0, dtype=np.float64), tuple(leaves))
-    g_times = np.reshape(g_times, shape_of(times))
+    if g_times is not None:
+        g_times = np.reshape(g_times, shape_of(times))
     return (None, g_t0, g_times, g_y0, *g_leaves)

@@ -8,7 +8,7 @@ For ``k`` tangent directions the state grows to ``z = [y, S]`` with ``S`` of sha
 is solved by the same method with the same tolerances. ``J S + (df/dp) P`` is one
 evaluation of ``f`` on dual numbers with ``k`` directions (compiled dual numbers for a
 ``numba.njit`` right-hand side). Implicit methods get the block-diagonal Newton matrix
-``I ⊗ J`` (``J`` from dualad's forward mode, sparse with ``sparse=True``): the exact
+``diag(J, J ⊗ I)`` (``J`` from dualad's forward mode, sparse with ``sparse=True``): the exact
 Jacobian of the augmented system also has the second-derivative blocks ``d(J S)/dy``
 below the diagonal; leaving them out is the staggered-corrector choice of CVODES, which
 changes only how fast Newton converges, not the solution.
@@ -70,8 +70,12 @@ def augmented_problem(problem: OdeProblem, k: int, moving: tuple[bool, ...]) -> 
         j = problem.jacobian(t, z[:n], *all_leaves[:n_leaves])
         if problem.method == "LSODA":
             j = j.toarray() if _sparse.issparse(j) else np.asarray(j)
-            return np.kron(np.eye(k + 1), j)
-        return _sparse.block_diag([_sparse.csc_array(j)] * (k + 1), format="csc")
+            out = np.zeros((n * (k + 1),) * 2)
+            out[:n, :n] = j
+            out[n:, n:] = np.kron(j, np.eye(k))  # S is stored row-major, shape (n, k)
+            return out
+        j = _sparse.csc_array(j)
+        return _sparse.block_diag([j, _sparse.kron(j, _sparse.eye_array(k))], format="csc")
 
     aug = OdeProblem(rhs, method=problem.method, rtol=problem.rtol, atol=problem.atol,
                      jac=jac, options=_solver_options(problem.options), name=problem.name,
