@@ -26,6 +26,7 @@ from . import (  # noqa: F401
     selection,
     shapes,
     statistics,
+    tangent_fallback,
     ufunc_methods,
     writes,
 )
