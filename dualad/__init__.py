@@ -45,6 +45,7 @@ from .core.errors import (
     TagMismatchError,
 )
 from .core.operators import Broadcasted, Method, Operator
+from .core.ravel import ravel_pytree
 from .core.tracing import pause_recording, primitive
 from .core.trees import register_tree
 from .core.unbroadcast import unbroadcast
@@ -94,6 +95,7 @@ __all__ = [
     "ode_jacobian",
     "pause_recording",
     "primitive",
+    "ravel_pytree",
     "record",
     "register",
     "register_tree",

@@ -24,7 +24,7 @@ from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_ar
 from .core.array_protocol import shape_of
 from .core.errors import ShapeError
 from .core.tracing import Traced, pause_recording
-from .core.trees import tree_flatten
+from .core.trees import tree_flatten, tree_unflatten
 from .forward_mode.transforms import jacobian_forward, jvp
 from .reverse_mode.transforms import check_complex_inputs, grad, jacobian_reverse, named_grad
 
@@ -63,6 +63,10 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = normalize_argnums(argnums, len(args), fname)
+        if not holomorphic and _complex_leaves(args, nums):
+            options = {"mode": mode, "chunk": chunk, "has_aux": has_aux}
+            return _jacobian_of_complex_inputs(f, argnums, args, kwargs, nums, single, options,
+                                               fname)
         check_complex_inputs(args, nums, holomorphic, fname)
         call = AuxOutput(guarded, fname) if has_aux else guarded
         chosen = "reverse" if holomorphic else mode
@@ -78,6 +82,62 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
     return wrapped
 
 
+def _complex_leaves(args: tuple, nums: tuple[int, ...]) -> bool:
+    return any(np.iscomplexobj(leaf) and not isinstance(leaf, Traced)
+               for i in nums for leaf in tree_flatten(args[i])[0])
+
+
+def _jacobian_of_complex_inputs(f: Callable[..., Any], argnums: Argnums, args: tuple,
+                                kwargs: dict, nums: tuple[int, ...], single: bool,
+                                options: dict, fname: str) -> Any:
+    """The Jacobian of a real-valued ``f`` w.r.t. complex inputs, in JAX's convention for
+    gradients (``jax.jacrev``): ``df/dx - i df/dy`` for ``z = x + i y``, each row the
+    ``ad.grad`` of that output. Each complex leaf enters as the real pair ``(x, y)`` (a
+    leading axis of 2), so both modes apply; the pairs are folded back afterwards."""
+    new_args = list(args)
+    layout: dict[int, tuple[Any, list[bool], list[int]]] = {}
+    for i in nums:
+        leaves, spec = tree_flatten(args[i])
+        is_c = [bool(np.iscomplexobj(leaf)) for leaf in leaves]
+        layout[i] = (spec, is_c, [np.ndim(leaf) for leaf in leaves])
+        new_args[i] = tree_unflatten(spec, [np.stack([np.real(leaf), np.imag(leaf)]) if c
+                                            else leaf for leaf, c in zip(leaves, is_c)])
+
+    def on_pairs(*real_args: Any, **kw: Any) -> Any:
+        full = list(real_args)
+        for i, (spec, is_c, _) in layout.items():
+            leaves, _ = tree_flatten(real_args[i])
+            full[i] = tree_unflatten(spec, [leaf[0] + 1j * leaf[1] if c else leaf
+                                            for leaf, c in zip(leaves, is_c)])
+        return f(*full, **kw)
+
+    on_pairs.__name__ = getattr(f, "__name__", "f")
+    result = jacobian(on_pairs, argnums, **options)(*new_args, **kwargs)
+    jac, aux = result if options.get("has_aux") else (result, None)
+    blocks = (jac,) if single else tuple(jac)
+    folded = []
+    for i, block in zip(nums, blocks):
+        _, is_c, in_ndims = layout[i]
+        leaves, out_spec = tree_flatten(block)
+        new_leaves = []
+        for index, leaf in enumerate(leaves):
+            k = index % len(is_c)
+            if is_c[k]:
+                if np.iscomplexobj(leaf):
+                    raise TypeError(
+                        f"{fname}: the input and the output are complex; pass "
+                        f"holomorphic=True for a complex-differentiable f (the result is "
+                        f"df/dz), or differentiate the real and imaginary parts of the "
+                        f"output separately (ad.vjp / ad.jvp take complex values directly)."
+                    )
+                pair_axis = np.ndim(leaf) - 1 - in_ndims[k]  # output axes, then (2,) + input
+                leaf = np.take(leaf, 0, axis=pair_axis) - 1j * np.take(leaf, 1, axis=pair_axis)
+            new_leaves.append(leaf)
+        folded.append(tree_unflatten(out_spec, new_leaves))
+    jac = folded[0] if single else tuple(folded)
+    return (jac, aux) if options.get("has_aux") else jac
+
+
 def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict) -> str:
     """Forward when the differentiated input is not larger than the output."""
     n_in = sum(int(np.size(leaf)) if not isinstance(leaf, Traced) else leaf.size
@@ -89,18 +149,44 @@ def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs
     return "forward" if n_in <= n_out else "reverse"
 
 
-def hessian(f: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+def hessian(f: Callable[..., Any], argnums: Argnums = 0, *,
+            holomorphic: bool = False) -> Callable[..., Any]:
     """The Hessian of a scalar-valued ``f``, shaped ``in.shape + in.shape``.
 
-    Computed as forward over reverse (a forward-mode Jacobian of the gradient).
+    Computed as forward over reverse (a forward-mode Jacobian of the gradient). With
+    ``holomorphic=True`` (complex inputs, ``f`` complex-differentiable) it is ``f''(z)``,
+    reverse over reverse. A real-valued ``f`` of complex inputs has no single complex
+    Hessian (it takes the four real blocks): differentiate ``f(x + 1j * y)`` with respect
+    to the real and imaginary parts instead (a clear ``TypeError`` says so).
 
     Example:
         >>> import numpy as np, dualad as ad
         >>> ad.hessian(lambda x, y: x * y ** 2, argnums=1)(2.0, 3.0)
         array(4.)
+        >>> ad.hessian(lambda z: z ** 3, holomorphic=True)(1.0 + 1.0j)
+        array(6.+6.j)
     """
     fname = f"hessian({getattr(f, '__name__', 'f')})"
-    return jacobian(named_grad(f, argnums, fname, "hessian"), argnums, mode="forward")
+    if holomorphic:
+        inner = grad(f, argnums, holomorphic=True)
+        return jacobian(inner, argnums, mode="reverse", holomorphic=True)
+    inner_grad = named_grad(f, argnums, fname, "hessian")
+    outer = jacobian(inner_grad, argnums, mode="forward")
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums, _ = normalize_argnums(argnums, len(args), fname)
+        if _complex_leaves(args, nums):
+            raise TypeError(
+                f"{fname}: the input is complex. A real-valued f of complex z has no single "
+                f"complex Hessian (it takes the four real blocks d2f/dx2, d2f/dxdy, ...): "
+                f"differentiate with respect to the real and imaginary parts, "
+                f"ad.hessian(lambda v: f(v[0] + 1j * v[1]))(np.stack([z.real, z.imag])); for "
+                f"a complex-differentiable f pass holomorphic=True."
+            )
+        return outer(*args, **kwargs)
+
+    return wrapped
 
 
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:

@@ -213,6 +213,18 @@ def _as_value(value: Any) -> Any:
     return arr[()] if arr.ndim == 0 else arr
 
 
+# Fallbacks for a call with Dual arguments and no tangent rule, tried in order before
+# MissingRuleError: ``fallback(op, args, kwargs)`` returns the result or NotImplemented.
+# (The rule files register one that differentiates the reverse-mode rule.)
+_TANGENT_FALLBACKS: list[Any] = []
+
+
+def register_tangent_fallback(fallback: Any) -> None:
+    """Try ``fallback(op, args, kwargs)`` for calls on Duals that have no tangent rule."""
+    if fallback not in _TANGENT_FALLBACKS:
+        _TANGENT_FALLBACKS.append(fallback)
+
+
 class Dual(Traced, NumpyOverloads):
     """A value with ``k`` tangent directions: ``Dual(value, partials, tag=None)``.
 
@@ -343,6 +355,10 @@ class Dual(Traced, NumpyOverloads):
         found, out = _on_values_if_constant(op, args, kwargs)
         if found:
             return out
+        for fallback in _TANGENT_FALLBACKS:
+            out = fallback(op, args, kwargs)
+            if out is not NotImplemented:
+                return out
         raise MissingRuleError(missing_rule_message(op, args, "forward"))
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:

@@ -197,12 +197,18 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
 def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
     """``df/dx`` for a scalar input ``x`` (the first argument), shaped like the output.
 
-    Further arguments pass through undifferentiated.
+    For an array ``x`` and an elementwise ``f`` (output shaped like ``x``), the derivative
+    of each output entry w.r.t. its own input entry, as autograd's ``elementwise_grad``:
+    one forward pass with a tangent of ones, ``J @ 1`` (for a function that mixes entries
+    this is the sum of each Jacobian row, not a derivative: use ``ad.jacobian``). Further
+    arguments pass through undifferentiated.
 
     Example:
         >>> import numpy as np, dualad as ad
         >>> ad.derivative(lambda x: np.array([x, x ** 2]))(3.0)
         array([1., 6.])
+        >>> ad.derivative(np.tanh)(np.array([0.0, 1.0]))   # 1 - tanh(x) ** 2
+        array([1.        , 0.41997434])
     """
     if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
         return _njit.derivative(f)
@@ -215,15 +221,13 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
             value = np.float64(x)
         else:
             value = _prepare(x, f"the argument of {fname}")
-            if shape_of(value) != ():
-                raise ValueError(
-                    f"{fname}: the input has shape {shape_of(value)}; derivative needs a "
-                    f"scalar. Use ad.jacobian(f) for array inputs or ad.jvp for a "
-                    f"directional derivative."
-                )
         tag = Tag()
         if type(value) is np.float64:
             dx = _new_scalar(value, _ONE, tag)
+        elif shape_of(value) != ():
+            dx = Dual._make(value, np.ones(shape_of(value) + (1,)), tag)
+            out = call(dx, *args, **kwargs)
+            return _elementwise_derivative(out, tag, shape_of(value), fname)
         else:
             dx = Dual._make(value, np.ones(1), tag)
         out = call(dx, *args, **kwargs)
@@ -251,6 +255,24 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
         return tree_unflatten(spec, result)
 
     return wrapped
+
+
+def _elementwise_derivative(out: Any, tag: Any, in_shape: tuple[int, ...], fname: str) -> Any:
+    """The tangent of ``out`` (seeded with ones) for an elementwise function of an array."""
+    check_output(out, fname)
+    out = lift_object_array(out)
+    if isinstance(out, (list, tuple, dict)) or shape_of(out) != in_shape:
+        raise ValueError(
+            f"{fname}: for an array input (shape {in_shape}) derivative needs an elementwise "
+            f"f, whose output has the input's shape (got "
+            f"{type(out).__name__ if isinstance(out, (list, tuple, dict)) else shape_of(out)})"
+            f"; use ad.jacobian(f) for the whole Jacobian or ad.jvp for a directional "
+            f"derivative."
+        )
+    v, p = _out_parts(out, tag)
+    if p is None:
+        return np.zeros(in_shape)
+    return _result_leaf(p[..., 0])
 
 
 _LEAF_TYPES = frozenset((np.ndarray, np.float64, float, int))

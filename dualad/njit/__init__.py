@@ -1,7 +1,10 @@
 """Differentiating ``@numba.njit`` functions as they are: dual numbers in nopython mode.
 
-``ad.jacobian``, ``ad.jvp``, ``ad.derivative`` and ``ad.ode_jacobian`` route a Numba
-dispatcher here. The user's Python function (and the ``@njit`` helpers it calls) is
+``ad.jacobian``, ``ad.jvp``, ``ad.derivative``, ``ad.ode_jacobian``, ``ad.grad`` and
+``ad.value_and_grad`` route a Numba dispatcher here. ``grad`` is the Jacobian of a scalar
+output, computed in forward mode by the same compiled driver (all input directions in one
+call, chunked as ``ad.jacobian``): there is no compiled reverse mode, so its cost grows
+with the number of inputs. The user's Python function (and the ``@njit`` helpers it calls) is
 compiled again with a dual-number type whose arithmetic and ``math``/``np`` functions are
 generated from the rules tables; the whole Jacobian is computed by one compiled driver,
 cached on disk. This package imports Numba only when such a function is differentiated.
@@ -38,7 +41,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["derivative", "is_njit", "jacobian", "jvp", "ode_jacobian"]
+import numpy as np
+
+__all__ = ["derivative", "grad", "is_njit", "jacobian", "jvp", "ode_jacobian", "value_and_grad"]
 
 
 def is_njit(f: Any) -> bool:
@@ -66,6 +71,51 @@ def jacobian(f: Any, argnums: int | Sequence[int] = 0, *,
              chunk: int | None = None) -> Callable[..., Any]:
     """The Jacobian of the ``@njit`` function ``f`` (see ``ad.jacobian``)."""
     return _transforms().njit_jacobian(f, argnums, chunk=chunk)
+
+
+def value_and_grad(f: Any, argnums: int | Sequence[int] = 0, *,
+                   fname: str = "value_and_grad") -> Callable[..., Any]:
+    """``(f(*args), gradient)`` of the scalar-valued ``@njit`` function ``f``: its Jacobian
+    in compiled forward mode, shaped like the arguments (see ``ad.value_and_grad``)."""
+    jac = jacobian(f, argnums)
+    single = isinstance(argnums, int)
+
+    def wrapped(*args: Any) -> tuple[Any, Any]:
+        value = f(*args)
+        if np.size(value) != 1:
+            raise ValueError(
+                f"{fname}: the @njit function returned shape {np.shape(value)}, but a "
+                f"gradient needs a scalar output; use ad.jacobian(f) (compiled too) for "
+                f"the whole Jacobian, or reduce the output to a number."
+            )
+        nums = (argnums,) if single else tuple(argnums)
+        blocks = (jac(*args),) if single else jac(*args)
+        grads = tuple(np.reshape(b, np.shape(args[i])) for i, b in zip(nums, blocks))
+        return value, (grads[0] if single else grads)
+
+    return wrapped
+
+
+def grad(f: Any, argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """The gradient of the scalar-valued ``@njit`` function ``f`` (see ``ad.grad``).
+
+    Example:
+        >>> import numba, numpy as np, dualad as ad
+        >>> @numba.njit
+        ... def energy(x):
+        ...     s = 0.0
+        ...     for i in range(x.shape[0]):
+        ...         s += x[i] ** 2
+        ...     return s
+        >>> ad.grad(energy)(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    vg = value_and_grad(f, argnums, fname="grad")
+
+    def wrapped(*args: Any) -> Any:
+        return vg(*args)[1]
+
+    return wrapped
 
 
 def jvp(f: Any, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:

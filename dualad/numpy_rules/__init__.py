@@ -7,6 +7,7 @@ elementwise functions, in the declarative tables under ``rules/``).
 from __future__ import annotations
 
 from . import (  # noqa: F401
+    binning,
     complex_parts,
     contractions,
     convolution,
@@ -18,11 +19,14 @@ from . import (  # noqa: F401
     indexing,
     joining,
     linalg,
+    piecewise,
+    polynomials,
     products,
     reductions,
     selection,
     shapes,
     statistics,
+    tangent_fallback,
     ufunc_methods,
     writes,
 )

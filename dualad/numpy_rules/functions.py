@@ -8,8 +8,9 @@
 ``diff`` (with prepend/append), ``gradient`` (scalar spacings, edge_order 1 or 2),
 ``average`` (weights), ``trapezoid``, ``cov``, ``corrcoef``, ``polyval``, ``interp``
 (w.r.t. ``x`` and ``fp``; the knots ``xp`` are constants, derivatives at a knot are
-one-sided from the right) and ``meshgrid`` are written here with numpy calls that have
-rules, which gives both their tangents and their gradients
+one-sided from the right; ``period=`` as numpy: the knots reduced modulo the period)
+and ``meshgrid`` are written here with numpy calls that have rules, which gives both
+their tangents and their gradients
 (:func:`~dualad.numpy_rules._support.composite_rules`).
 
 Example:
@@ -243,7 +244,7 @@ def _plain(x: Any) -> Any:
 def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
             period: Any = None) -> Any:
     if period is not None:
-        raise NotImplementedError("dualad: np.interp(..., period=) is not differentiable yet.")
+        return _interp_periodic(x, xp, fp, period)
     knots = _plain(xp)
     n = knots.shape[0]
     i = np.clip(np.searchsorted(knots, _plain(x), side="right"), 1, n - 1)
@@ -254,6 +255,22 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
     above = fp[n - 1] if right is None else right
     y = np.where(_plain(x) < knots[0], below, y)
     return np.where(_plain(x) > knots[n - 1], above, y)
+
+
+def _interp_periodic(x: Any, xp: Any, fp: Any, period: Any) -> Any:
+    """numpy's periodic interpolation: the knots reduced modulo ``period``, sorted, and
+    extended by one period at each end (``left`` / ``right`` are ignored, as numpy)."""
+    period = float(_plain(period))
+    if period == 0:
+        raise ValueError("np.interp: period must be a non-zero value")
+    period = abs(period)
+    knots = _plain(xp) % period
+    order = np.argsort(knots)
+    knots = knots[order]
+    fp = (np.asarray(fp) if isinstance(fp, (list, tuple)) else fp)[order]
+    knots = np.concatenate([knots[-1:] - period, knots, knots[:1] + period])
+    fp = np.concatenate([fp[-1:], fp, fp[:1]])
+    return _interp(x % period, knots, fp)
 
 
 def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:

@@ -121,6 +121,7 @@ def join_rules(func: Any, items_of: Callable[[tuple, dict], tuple[list[Any], Cal
 
     def tangent_impl(*args: Any, **kwargs: Any) -> Any:
         items, call, _ = items_of(args, kwargs)
+        items = [_lift(x) for x in items]  # a list holding Duals: one Dual, not a constant
         tag = innermost_tag(list(items))
         if tag is None:
             return func(*args, **kwargs)
@@ -328,6 +329,29 @@ def _stack(arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
     ax = normalize_axes_in_order(axis, ndim_of(values[0]) + 1, "stack")[0]
     v = np.stack(values, axis=ax, **kwargs)
     return Dual._make(v, np.stack(partials, axis=ax), tag)
+
+
+# -- lists holding traced values among the joined items (np.hstack([x, [y[0], 1.0]])) -------
+# Reverse mode records the call with the items as given, so such a list would be a
+# constant: lift it into one traced array first (forward mode lifts in its tangent rules).
+
+
+def _lifting_sequence_hook(func: Any, args: tuple, kwargs: dict) -> Any:
+    if args and type(args[0]) in (list, tuple) and any(
+            type(item) in (list, tuple) and _has_traced(item) for item in args[0]):
+        return func([_lift(item) for item in args[0]], *args[1:], **kwargs)
+    return None
+
+
+def _lifting_append_hook(func: Any, args: tuple, kwargs: dict) -> Any:
+    if any(type(a) in (list, tuple) and _has_traced(a) for a in args[:2]):
+        return func(*[_lift(a) for a in args[:2]], *args[2:], **kwargs)
+    return None
+
+
+for _f in (np.concatenate, np.stack, np.hstack, np.vstack, np.dstack, np.column_stack):
+    register_function_hook(_f, _lifting_sequence_hook)
+register_function_hook(np.append, _lifting_append_hook)
 
 
 # -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import njit as _njit
 from ..core.arguments import (
     Argnums,
     AuxOutput,
@@ -114,6 +115,8 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
         >>> aux
         2
     """
+    if _njit.is_njit(f) and not has_aux and not holomorphic:  # compiled forward mode
+        return _njit.value_and_grad(f, argnums)
     return _value_and_grad(f, argnums, has_aux, f"value_and_grad({_name(f)})", "value_and_grad",
                            holomorphic)
 
@@ -182,6 +185,8 @@ def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
         >>> g, aux
         (array(6.), {'x2': array(9.)})
     """
+    if _njit.is_njit(f) and not has_aux and not holomorphic:  # compiled forward mode
+        return _njit.grad(f, argnums)
     return named_grad(f, argnums, f"grad({_name(f)})", "grad", has_aux=has_aux,
                       holomorphic=holomorphic)
 

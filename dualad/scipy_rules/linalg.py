@@ -1,5 +1,6 @@
 """``scipy.linalg`` for traced values: solve_triangular, cho_factor / cho_solve,
-lu_factor / lu_solve, expm, logm, sqrtm, solve_sylvester, and cholesky / solve / inv / det.
+lu_factor / lu_solve, expm, logm, sqrtm, solve_sylvester, schur, and cholesky / solve /
+inv / det.
 
 ``solve_triangular``, ``lu_factor``, ``expm``, ``logm``, ``sqrtm`` and ``solve_sylvester``
 are primitives of scipy's functions with gradient and tangent rules here; ``cho_factor``,
@@ -19,6 +20,14 @@ Conventions and limits:
 * ``expm`` and ``logm`` differentiate through the Fréchet derivative (the upper-right block of
   ``f([[A, E], [0, A]])``); ``sqrtm`` through a Sylvester equation. ``logm`` and ``sqrtm``
   need real results (no eigenvalues on the closed negative real axis).
+* ``schur(a, output)``: ``T`` and ``Z`` of ``A = Z T Z^H``, from the triangular Sylvester
+  equation that keeps ``dT`` upper triangular; needs distinct eigenvalues (the coupling of
+  equal ones is set to zero, as for ``eigh``). ``Z`` is defined up to a sign (a phase for
+  ``output='complex'``) per column, and so are the entries of ``T`` above the diagonal;
+  the tangents use the gauge ``diag(Z^H dZ) = 0``, so differentiate what does not see it
+  (``diag(T)``, ``abs(T)``, ``Z f(T) Z^H``). ``output='real'`` needs real eigenvalues
+  (triangular ``T``; otherwise pass ``output='complex'``). The gradient comes from the
+  Jacobian (one vectorised tangent pass over the n² entries).
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -37,12 +46,20 @@ from typing import Any
 import numpy as np
 import scipy.linalg as _sl
 
-from ..extend import Dual, gradient_rule, innermost_tag, primitive, shape_of, tangent_rule
+from ..extend import (
+    Dual,
+    MissingRuleError,
+    gradient_rule,
+    innermost_tag,
+    primitive,
+    shape_of,
+    tangent_rule,
+)
 from ..numpy_rules._support import kfirst, klast, ndim_of, split_duals
 from ._dropin import constant, dropin
 
 __all__ = ["solve_triangular", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "expm",
-           "logm", "sqrtm", "solve_sylvester", "cholesky", "solve", "inv", "det"]
+           "logm", "sqrtm", "solve_sylvester", "cholesky", "solve", "inv", "det", "schur"]
 
 
 def _mT(x: Any) -> Any:
@@ -396,6 +413,93 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True, **kwargs: 
 def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The determinant (np.linalg.det's rules)."""
     return np.linalg.det(a)
+
+
+# -- schur ------------------------------------------------------------------------------------
+
+
+def _schur_call(a: Any, output: str = "real", sort: Any = None) -> Any:
+    return _sl.schur(a, output=output, sort=sort)
+
+
+_schur_op = primitive(_schur_call)
+
+
+@functools.wraps(_sl.schur)
+def schur(a: Any, output: str = "real", lwork: Any = None, overwrite_a: bool = False,
+          sort: Any = None, check_finite: bool = True) -> Any:
+    """``(T, Z)`` (and ``sdim`` with ``sort``) as scipy, differentiable in ``a``."""
+    return _schur_op(a, output, sort)
+
+
+def _gap_inverse(d: Any) -> Any:
+    """``1 / d``, zero where ``d == 0`` (repeated eigenvalues: see the module notes)."""
+    zero = np.asarray(constant(d) == 0)
+    return np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, d))
+
+
+def _schur_tangents(t: Any, z: Any, p: Any) -> tuple[Any, Any]:
+    """k-first tangents ``(dT, dZ)`` of ``A = Z T Z^H`` from k-first partials ``p``.
+
+    With ``B = Z^H dA Z`` and ``Omega = Z^H dZ = L - L^H`` (``L`` strictly lower; zero
+    diagonal, the gauge of the phases): ``dT = B - Omega T + T Omega`` must stay upper
+    triangular, i.e. ``(T_ii - T_jj) L_ij = -B_ij - sum_{k>i} T_ik L_kj + sum_{k<j} L_ik T_kj``
+    for ``i > j``, solved column by column.
+    """
+    n = shape_of(t)[-1]
+    zh = np.conj(_mT(z)) if np.iscomplexobj(constant(z)) else _mT(z)
+    b = np.matmul(np.matmul(zh, p), z)
+    lower: dict[tuple[int, int], Any] = {}
+    for j in range(n):
+        for i in range(n - 1, j, -1):
+            rhs = -b[:, i, j]
+            for k in range(i + 1, n):
+                rhs = rhs - t[i, k] * lower[(k, j)]
+            for k in range(j):
+                rhs = rhs + lower[(i, k)] * t[k, j]
+            lower[(i, j)] = rhs * _gap_inverse(t[i, i] - t[j, j])
+    zeros = np.zeros(shape_of(b)[:1], dtype=np.result_type(constant(b)))
+    rows = [np.stack([lower.get((i, j), zeros) for j in range(n)], axis=-1) for i in range(n)]
+    low = np.stack(rows, axis=-2)
+    omega = low - (np.conj(_mT(low)) if np.iscomplexobj(constant(low)) else _mT(low))
+    dt = np.triu(b - np.matmul(omega, t) + np.matmul(t, omega))
+    return dt, np.matmul(z, omega)
+
+
+def _require_triangular(t: Any) -> None:
+    if np.any(np.tril(constant(t), -1) != 0):
+        raise MissingRuleError(
+            "dualad: scipy.linalg.schur(a, output='real') of a matrix with complex "
+            "eigenvalues (2x2 blocks on the diagonal of T) is not differentiable yet; pass "
+            "output='complex'."
+        )
+
+
+@tangent_rule(_schur_op)
+def _schur_tangent(a: Any, output: str = "real", sort: Any = None) -> Any:
+    out = _schur_op(a.value, output, sort)
+    t, z = out[0], out[1]
+    _require_triangular(t)
+    dt, dz = _schur_tangents(t, z, kfirst(a.partials))
+    result = (Dual._make(t, klast(dt), a.tag), Dual._make(z, klast(dz), a.tag))
+    return result + tuple(out[2:])
+
+
+@gradient_rule(_schur_op)
+def _schur(grad: Any, output: Any, a: Any, *args: Any) -> tuple:
+    """The gradient from the Jacobian: one tangent per entry of ``a`` (and per imaginary
+    part for a complex ``a``), all in one vectorised pass of the tangent above."""
+    t, z = output[0], output[1]
+    gt, gz = grad[0], grad[1]
+    n = shape_of(t)[-1]
+    basis = np.reshape(np.eye(n * n), (n * n, n, n))
+    complex_a = np.iscomplexobj(constant(a))
+    directions = np.concatenate([basis, 1j * basis]) if complex_a else basis
+    _require_triangular(t)
+    dt, dz = _schur_tangents(t, z, directions)
+    pairing = np.real(np.sum(gt * dt, axis=(-2, -1)) + np.sum(gz * dz, axis=(-2, -1)))
+    g = pairing[:n * n] - 1j * pairing[n * n:] if complex_a else pairing
+    return (np.reshape(g, (n, n)),) + (None,) * len(args)
 
 
 def __dir__() -> list[str]:

@@ -345,9 +345,16 @@ def test_derivative_of_constant_and_tree_outputs():
     assert float(r[0]) == 2.0 and float(r[1][0]) == 6.0
 
 
-def test_derivative_needs_a_scalar():
-    with pytest.raises(ValueError, match="scalar"):
-        ad.derivative(np.sin)(np.ones(2))
+def test_derivative_of_an_array_needs_an_elementwise_function():
+    x = np.array([[0.5, -1.0, 2.0]])
+    np.testing.assert_allclose(ad.derivative(np.sin)(x), np.cos(x))
+    np.testing.assert_allclose(ad.derivative(lambda x, a: a * x ** 3)(x, 2.0), 6.0 * x ** 2)
+    np.testing.assert_allclose(ad.derivative(ad.derivative(np.sin))(x), -np.sin(x))
+    np.testing.assert_allclose(ad.derivative(lambda x: x * 0.0 + 1.0)(x), np.zeros_like(x))
+    with pytest.raises(ValueError, match="elementwise"):
+        ad.derivative(np.sum)(np.ones(2))
+    with pytest.raises(ValueError, match="elementwise"):
+        ad.derivative(lambda x: (x, x))(np.ones(2))
 
 
 def test_sigmoid_chain_scalar_fast_path_is_exact():
