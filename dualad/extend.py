@@ -103,14 +103,19 @@ from .reverse_mode.graph import (
     register_write_rule,
 )
 from .reverse_mode.rules import gradient_rule
+from .sparsity.coarse import declare_dense, declare_probed
 from .sparsity.flows import (
     declare_allocation,
+    declare_bincount,
     declare_composite,
     declare_contraction,
     declare_elementwise,
     declare_index_map,
     declare_reduction,
     declare_scan,
+    declare_select,
+    declare_sort,
+    declare_write,
 )
 
 __all__ = [
@@ -172,12 +177,18 @@ __all__ = [
     "register_tree",
     # sparsity detection: how each family's entries flow
     "declare_allocation",
+    "declare_bincount",
     "declare_composite",
     "declare_contraction",
+    "declare_dense",
     "declare_elementwise",
     "declare_index_map",
+    "declare_probed",
     "declare_reduction",
     "declare_scan",
+    "declare_select",
+    "declare_sort",
+    "declare_write",
     # errors
     "ConversionError",
     "DualadError",

@@ -35,6 +35,8 @@ import plum
 from ..extend import (
     Broadcasted,
     Dual,
+    declare_elementwise,
+    declare_index_map,
     get_rule,
     gradient,
     shape_of,
@@ -176,3 +178,7 @@ def _abs_tangent(z: Dual) -> Any:
 
 _ufunc_rules(np.conjugate, _conj_gradient, _conj_tangent)
 _ufunc_rules(np.absolute, _abs_gradient, _abs_tangent)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+declare_index_map(np.real, np.real_if_close)
+declare_elementwise(np.imag, np.angle)  # zero for real entries, not for complex ones

@@ -170,7 +170,7 @@ class _JacobianPlan:
 
 
 def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = None,
-                    mode: str = "auto") -> Callable[..., Any]:
+                    mode: str = "auto", strict: bool = False) -> Callable[..., Any]:
     """A function returning the Jacobian of ``f`` as a ``scipy.sparse.csr_array`` of shape
     ``(out.size, in.size)``.
 
@@ -200,7 +200,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
         )
     argnum = int(argnums)
     given = None if sparsity is None else _csr(sparsity, None, "sparse_jacobian")
-    detect = jacobian_sparsity(f, argnum)
+    detect = jacobian_sparsity(f, argnum, strict=strict)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}
 
@@ -332,7 +332,7 @@ class _HessianPlan:
 
 
 def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
-                   sparsity: Any = None) -> Callable[..., Any]:
+                   sparsity: Any = None, strict: bool = False) -> Callable[..., Any]:
     """A function returning the Hessian of a scalar ``f`` as a symmetric
     ``scipy.sparse.csr_array`` of shape ``(in.size, in.size)``.
 
@@ -354,7 +354,7 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
     given = None if sparsity is None else _csr(sparsity, None, "sparse_hessian")
     if given is not None and given.shape[0] != given.shape[1]:
         raise ShapeError(f"sparse_hessian: sparsity= must be square, got shape {given.shape}.")
-    detect = hessian_sparsity(f, argnum)
+    detect = hessian_sparsity(f, argnum, strict=strict)
     gradient = grad(f, argnum)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}
