@@ -44,6 +44,7 @@ Example:
 from __future__ import annotations
 
 import contextvars
+import operator
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -124,15 +125,171 @@ class SparsityTracer(Traced, NumpyOverloads):
     """An array of index sets: ``value`` (the array at the given point) and ``rows``, an
     :class:`~dualad.sparsity.index_sets.IndexSets` of shape ``(value.size, n)`` (set ``i``:
     what entry ``i`` depends on). Writing into it (``y[i] = ...``) replaces the written
-    entries' sets."""
+    entries' sets.
 
-    __slots__ = ("value", "rows", "trace", "level")
+    Loop-style code (``out[i] = (x[i + 1] - x[i - 2]) * x[i - 1]``) takes a scalar fast
+    path: an entry read with integer indices holds its set as a sorted tuple of ints,
+    Python arithmetic on such scalars unites the tuples without numpy calls, and writes of
+    single entries are kept aside and merged into ``rows`` in one vectorised step when
+    ``rows`` is next read.
+    """
+
+    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned")
 
     def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
         self.value = np.asarray(value, dtype=np.result_type(value, np.float64))
-        self.rows = rows
+        self._rows = rows
+        self.deps = None
+        self._pending = None
+        self._owned = False
         self.trace = trace
         self.level = trace.level
+
+    @property
+    def rows(self) -> IndexSets:
+        """The index sets of the entries (single-entry writes merged in first)."""
+        if self._pending:
+            self._flush()
+        rows = self._rows
+        if rows is None:  # a scalar of the fast path
+            deps = self.deps
+            rows = self._rows = IndexSets(np.array([0, len(deps)], dtype=np.int64),
+                                          np.array(deps, dtype=np.int64), self.trace.n)
+        return rows
+
+    @rows.setter
+    def rows(self, rows: IndexSets) -> None:
+        self._rows = rows
+        self.deps = None
+        self._pending = None
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        base = self._rows
+        m, n = base.m, base.n
+        written = np.fromiter(pending, dtype=np.int64, count=len(pending))
+        written.sort()
+        keep = np.arange(m, dtype=np.int64)
+        keep[written] = -1
+        lengths = np.zeros(m, dtype=np.int64)
+        sets = [pending[r] for r in written.tolist()]
+        lengths[written] = [len(d) for d in sets]
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        flat = [i for d in sets for i in d]
+        fresh = IndexSets(indptr, np.array(flat, dtype=np.int64), n)
+        self._rows = union([base.take(keep), fresh], m, n)
+
+    def _entry(self, key: Any) -> int | None:
+        """The flat position of an integer key (or tuple of them), else None."""
+        shape = self.value.shape
+        if type(key) is int or isinstance(key, np.integer):
+            if len(shape) != 1:
+                return None
+            k, d = int(key), shape[0]
+            if not -d <= k < d:
+                return None
+            return k % d
+        if type(key) is tuple and len(key) == len(shape) and len(shape) > 0 and all(
+                type(k) is int or isinstance(k, np.integer) for k in key):
+            flat = 0
+            for k, d in zip(key, shape):
+                k = int(k)
+                if not -d <= k < d:
+                    return None
+                flat = flat * d + k % d
+            return flat
+        return None
+
+    def __getitem__(self, key: Any) -> Any:
+        flat = self._entry(key)
+        if flat is None:
+            return super().__getitem__(key)
+        pending = self._pending
+        if pending is not None and flat in pending:
+            deps = pending[flat]
+        else:
+            rows = self._rows
+            if rows is None:
+                rows = self.rows
+            deps = tuple(rows.indices[rows.indptr[flat]:rows.indptr[flat + 1]].tolist())
+        return _scalar(self.value.item(flat), deps, self.trace)
+
+    def _fast(self, other: Any, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
+        """``self op other`` (or ``other op self``) of a scalar, without numpy: the union
+        of the sets; ``NotImplemented`` where the general path is needed."""
+        if self.trace.second is not None or self.value.ndim:
+            return NotImplemented
+        t = type(other)
+        if t is float or t is int or t is np.float64:
+            odeps: tuple = ()
+            ov = other
+        elif t is SparsityTracer and other.trace is self.trace and not other.value.ndim:
+            odeps = other.deps if other.deps is not None else \
+                tuple(other.rows.indices.tolist())
+            ov = other.value.item()
+        else:
+            return NotImplemented
+        deps = self.deps if self.deps is not None else tuple(self.rows.indices.tolist())
+        v = self.value.item()
+        try:
+            value = op(ov, v) if reflected else op(v, ov)
+        except (ZeroDivisionError, OverflowError):
+            return NotImplemented
+        if type(value) is complex:
+            return NotImplemented
+        if not odeps or odeps is deps:
+            union_deps = deps
+        elif not deps:
+            union_deps = odeps
+        else:
+            union_deps = tuple(sorted({*deps, *odeps}))
+        return _scalar(value, union_deps, self.trace)
+
+    def __add__(self, other: Any) -> Any:
+        r = self._fast(other, operator.add, False)
+        return super().__add__(other) if r is NotImplemented else r
+
+    def __radd__(self, other: Any) -> Any:
+        r = self._fast(other, operator.add, True)
+        return super().__radd__(other) if r is NotImplemented else r
+
+    def __sub__(self, other: Any) -> Any:
+        r = self._fast(other, operator.sub, False)
+        return super().__sub__(other) if r is NotImplemented else r
+
+    def __rsub__(self, other: Any) -> Any:
+        r = self._fast(other, operator.sub, True)
+        return super().__rsub__(other) if r is NotImplemented else r
+
+    def __mul__(self, other: Any) -> Any:
+        r = self._fast(other, operator.mul, False)
+        return super().__mul__(other) if r is NotImplemented else r
+
+    def __rmul__(self, other: Any) -> Any:
+        r = self._fast(other, operator.mul, True)
+        return super().__rmul__(other) if r is NotImplemented else r
+
+    def __truediv__(self, other: Any) -> Any:
+        r = self._fast(other, operator.truediv, False)
+        return super().__truediv__(other) if r is NotImplemented else r
+
+    def __rtruediv__(self, other: Any) -> Any:
+        r = self._fast(other, operator.truediv, True)
+        return super().__rtruediv__(other) if r is NotImplemented else r
+
+    def __pow__(self, other: Any) -> Any:
+        r = self._fast(other, operator.pow, False)
+        return super().__pow__(other) if r is NotImplemented else r
+
+    def __rpow__(self, other: Any) -> Any:
+        r = self._fast(other, operator.pow, True)
+        return super().__rpow__(other) if r is NotImplemented else r
+
+    def __neg__(self) -> Any:
+        if self.value.ndim == 0 and self.deps is not None:
+            return _scalar(-self.value.item(), self.deps, self.trace)
+        return super().__neg__()
 
     def _primal(self) -> Any:
         return self.value
@@ -166,9 +323,33 @@ class SparsityTracer(Traced, NumpyOverloads):
         return self.value.astype(dtype)
 
     def __setitem__(self, key: Any, item: Any) -> None:
+        flat = self._entry(key)
+        if flat is not None:
+            t = type(item)
+            if t is SparsityTracer and item.trace is self.trace and not item.value.ndim \
+                    and self.value.dtype.kind == "f" and item.value.dtype.kind == "f":
+                deps = item.deps if item.deps is not None else \
+                    tuple(item.rows.indices.tolist())
+                value = item.value.item()
+            elif t is float or t is int or t is np.float64:
+                deps, value = (), item
+            else:
+                deps = None
+            if deps is not None:
+                if not self._owned:
+                    self.value = self.value.copy()
+                    self._owned = True
+                self.value.flat[flat] = value
+                if self._rows is None:
+                    self.rows  # noqa: B018 - a fast-path scalar's sets as rows first
+                if self._pending is None:
+                    self._pending = {}
+                self._pending[flat] = deps
+                return
         key = plain(key)
         value = plain(item)
         self.value = np.array(self.value, dtype=np.result_type(self.value, value), copy=True)
+        self._owned = True
         self.value[key] = value
         size = self.value.size
         # the source of every entry: -1 nothing, 0.. this array, size.. the item
@@ -180,6 +361,19 @@ class SparsityTracer(Traced, NumpyOverloads):
         else:
             mapping[key] = -1
             self.rows = self.rows.take(mapping.reshape(-1))
+
+
+def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
+    """A 0-d tracer of the fast path: ``value`` depending on the sorted ints ``deps``."""
+    t = SparsityTracer.__new__(SparsityTracer)
+    t.value = np.array(value, dtype=np.float64)
+    t._rows = None
+    t.deps = deps
+    t._pending = None
+    t._owned = True
+    t.trace = trace
+    t.level = trace.level
+    return t
 
 
 def trace_inputs(x: Any, hessian: bool = False) -> tuple[SparsityTracer, Trace]:
