@@ -39,6 +39,7 @@ import scipy.linalg as _sl
 
 from ..core.array_protocol import shape_of
 from ..core.tracing import primitive
+from ..extend import declare_dense
 from ..forward_mode.dual import Dual, innermost_tag
 from ..numpy_rules._support import (
     gradient_rule,
@@ -405,3 +406,9 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True, **kwargs: 
 def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The determinant (np.linalg.det's rules)."""
     return np.linalg.det(a)
+
+
+# -- sparsity detection: every entry of a matrix function depends on the whole matrix --------
+
+declare_dense(_solve_triangular_op, _lu_factor_op, _expm_op, _logm_op, _sqrtm_op,
+              _solve_sylvester_op)

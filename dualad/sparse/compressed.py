@@ -43,6 +43,7 @@ import numpy as np
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import DualadError, ShapeError
 from ..forward_mode.dual import Dual, Tag
+from ..njit import is_njit
 from ..reverse_mode.transforms import grad, vjp
 from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
@@ -189,6 +190,10 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
                [2., 1., 0.],
                [0., 3., 2.]])
     """
+    if is_njit(f):  # compiled compressed passes of the @njit function itself
+        from .njit_compressed import njit_sparse_jacobian
+
+        return njit_sparse_jacobian(f, argnums, sparsity=sparsity, mode=mode, strict=strict)
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError(
             f"sparse_jacobian: mode must be 'auto', 'forward' or 'reverse', got {mode!r}."

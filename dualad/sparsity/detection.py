@@ -29,6 +29,7 @@ import numpy as np
 from ..core.array_protocol import lift_object_array
 from ..core.errors import ShapeError
 from .flows import STRICT, SparsityTracer, Trace, trace_inputs
+from .through_njit import python_version
 
 __all__ = ["hessian_sparsity", "jacobian_sparsity", "trace_call"]
 
@@ -58,6 +59,7 @@ def trace_call(f: Callable[..., Any], argnum: int, args: tuple, kwargs: dict,
         raise TypeError(f"{fname}: the differentiated argument must be a real array, got "
                         f"dtype {x.dtype}.")
     tracer, trace = trace_inputs(x, hessian)
+    f = python_version(f)  # an @njit function: its Python source, on index sets
     call = list(args)
     call[argnum] = tracer
     token = STRICT.set(bool(strict))

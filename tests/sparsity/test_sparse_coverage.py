@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import dualad as ad
+import dualad.scipy_rules  # noqa: F401  (its rules join the registry walked below)
 from dualad.core.dispatch import forward
 from dualad.core.operators import Broadcasted, Method, Operator
 from dualad.derivatives.registry import get_rule, not_differentiable_functions
@@ -100,6 +101,9 @@ CASES = {
     "round": (lambda x: np.round(x) + x[0], X6, True),
     "nan_to_num": (lambda x: np.nan_to_num(np.log(x - 1.0)), X6, False),
     "linspace": (lambda x: np.linspace(x[0], x[1], 4), X6, True),
+    "scipy expm": (lambda x: _scipy_linalg().expm(x.reshape(3, 3) * 0.1), X9, False),
+    "scipy solve_triangular": (lambda x: _scipy_linalg().solve_triangular(
+        np.triu(x.reshape(3, 3)) + SPD, np.ones(3)), X9, False),
     "select": (lambda x: np.select([x > 1.0, x <= 1.0], [x ** 2, np.roll(x, 1)]), X6, False),
     "ptp": (lambda x: np.ptp(x.reshape(2, 3), axis=1), X6, False),
     "add.reduce": (lambda x: np.add.reduce(x.reshape(2, 3)), X6, True),
@@ -120,6 +124,12 @@ CASES = {
     "fill_diagonal": (lambda x: _fill_diagonal(x), X9, True),
     "put_along_axis": (lambda x: _put_along(x), X6, True),
 }
+
+
+def _scipy_linalg():
+    from dualad.scipy_rules import linalg
+
+    return linalg
 
 
 def _put(x):

@@ -1,0 +1,91 @@
+"""Sparsity detection through ``@numba.njit`` functions: their Python source on index sets.
+
+A Numba dispatcher keeps the plain Python function it compiles (``py_func``). Detection
+runs that function on sparsity tracers, with the ``@njit`` helpers it names replaced by
+their own Python versions (recursively) and the ``math`` module by numpy's ufuncs of the
+same names (``math.sin(x[i])`` would convert the tracer to a float). Loop-style code then
+takes the tracer's scalar fast path, so a loop over a few thousand entries is detected in
+milliseconds; compiled code is not involved.
+
+Example:
+    >>> import numba, numpy as np
+    >>> from dualad.sparsity.detection import jacobian_sparsity
+    >>> @numba.njit
+    ... def shift(x):
+    ...     out = np.empty_like(x)
+    ...     for i in range(x.shape[0]):
+    ...         out[i] = x[i - 1] * x[i]
+    ...     return out
+    >>> jacobian_sparsity(shift)(np.ones(3)).toarray().astype(int)
+    array([[1, 0, 1],
+           [1, 1, 0],
+           [0, 1, 1]])
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import types
+from typing import Any
+
+import numpy as np
+
+from ..njit import is_njit
+
+__all__ = ["python_version"]
+
+_MATH_AS_NUMPY = {
+    name: getattr(np, numpy_name)
+    for name, numpy_name in (
+        ("sin", "sin"), ("cos", "cos"), ("tan", "tan"), ("asin", "arcsin"),
+        ("acos", "arccos"), ("atan", "arctan"), ("atan2", "arctan2"), ("sinh", "sinh"),
+        ("cosh", "cosh"), ("tanh", "tanh"), ("asinh", "arcsinh"), ("acosh", "arccosh"),
+        ("atanh", "arctanh"), ("exp", "exp"), ("expm1", "expm1"), ("log", "log"),
+        ("log1p", "log1p"), ("log2", "log2"), ("log10", "log10"), ("sqrt", "sqrt"),
+        ("pow", "power"), ("fabs", "abs"), ("hypot", "hypot"), ("floor", "floor"),
+        ("ceil", "ceil"), ("copysign", "copysign"), ("erf", None), ("erfc", None),
+        ("cbrt", "cbrt"), ("exp2", "exp2"),
+    )
+    if numpy_name is not None
+}
+
+
+def _math_module() -> types.SimpleNamespace:
+    names = {k: getattr(math, k) for k in dir(math) if not k.startswith("_")}
+    names.update(_MATH_AS_NUMPY)
+    return types.SimpleNamespace(**names)
+
+
+_lock = threading.Lock()
+_VERSIONS: dict[int, tuple[Any, Any]] = {}
+
+
+def python_version(f: Any) -> Any:
+    """``f``'s Python function with its ``@njit`` helpers (and ``math``) swapped for
+    versions that run on sparsity tracers; ``f`` itself when it is not ``@njit``."""
+    if not is_njit(f):
+        return f
+    with _lock:
+        entry = _VERSIONS.get(id(f))
+        if entry is not None and entry[0] is f:
+            return entry[1]
+    py = f.py_func
+    shim = _math_module()
+    namespace = dict(py.__globals__)
+    rewritten = types.FunctionType(py.__code__, namespace, py.__name__, py.__defaults__,
+                                   py.__closure__)
+    rewritten.__kwdefaults__ = py.__kwdefaults__
+    rewritten.__qualname__ = py.__qualname__
+    with _lock:
+        _VERSIONS[id(f)] = (f, rewritten)  # before the helpers: recursion ends here
+    for name in py.__code__.co_names:
+        value = namespace.get(name)
+        if value is math:
+            namespace[name] = shim
+        elif getattr(value, "__module__", None) == "math" and \
+                getattr(value, "__name__", None) in _MATH_AS_NUMPY:
+            namespace[name] = _MATH_AS_NUMPY[value.__name__]
+        elif is_njit(value):
+            namespace[name] = python_version(value)
+    return rewritten
