@@ -1,8 +1,8 @@
 """Sparsity detection through ``@numba.njit`` functions: their Python source on index sets.
 
 A Numba dispatcher keeps the plain Python function it compiles (``py_func``). Detection
-runs that function on sparsity tracers, with the ``@njit`` helpers it names replaced by
-their own Python versions (recursively) and the ``math`` module by numpy's ufuncs of the
+runs that function on sparsity tracers, with the ``@njit`` helpers it names (globals or
+closure variables) replaced by their own Python versions (recursively) and the ``math`` module by numpy's ufuncs of the
 same names (``math.sin(x[i])`` would convert the tracer to a float). Loop-style code then
 takes the tracer's scalar fast path, so a loop over a few thousand entries is detected in
 milliseconds; compiled code is not involved.
@@ -73,19 +73,31 @@ def python_version(f: Any) -> Any:
     py = f.py_func
     shim = _math_module()
     namespace = dict(py.__globals__)
+    cells = [types.CellType() for _ in py.__closure__ or ()]
     rewritten = types.FunctionType(py.__code__, namespace, py.__name__, py.__defaults__,
-                                   py.__closure__)
+                                   tuple(cells) if py.__closure__ else None)
     rewritten.__kwdefaults__ = py.__kwdefaults__
     rewritten.__qualname__ = py.__qualname__
     with _lock:
         _VERSIONS[id(f)] = (f, rewritten)  # before the helpers: recursion ends here
     for name in py.__code__.co_names:
-        value = namespace.get(name)
-        if value is math:
-            namespace[name] = shim
-        elif getattr(value, "__module__", None) == "math" and \
-                getattr(value, "__name__", None) in _MATH_AS_NUMPY:
-            namespace[name] = _MATH_AS_NUMPY[value.__name__]
-        elif is_njit(value):
-            namespace[name] = python_version(value)
+        if name in namespace:
+            namespace[name] = _swapped(namespace[name], shim)
+    for cell, old in zip(cells, py.__closure__ or ()):
+        try:
+            cell.cell_contents = _swapped(old.cell_contents, shim)
+        except ValueError:  # an empty cell (a name bound later): left empty
+            pass
     return rewritten
+
+
+def _swapped(value: Any, shim: Any) -> Any:
+    """What a global or closure variable of an ``@njit`` function becomes for detection."""
+    if value is math:
+        return shim
+    if getattr(value, "__module__", None) == "math" and \
+            getattr(value, "__name__", None) in _MATH_AS_NUMPY:
+        return _MATH_AS_NUMPY[value.__name__]
+    if is_njit(value):
+        return python_version(value)
+    return value

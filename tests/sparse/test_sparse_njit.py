@@ -143,3 +143,24 @@ def test_modes_and_errors():
         ad.sparse_jacobian(lorenz96, sparsity=np.eye(3))(x)
     J = ad.sparse_jacobian(lorenz96, sparsity=np.ones((4, 4)))(x)  # a given superset
     np.testing.assert_allclose(J.toarray(), ad.jacobian(lorenz96)(x), rtol=1e-12)
+
+
+def test_helpers_in_closures_and_math_functions_imported_by_name():
+    from math import exp
+
+    @numba.njit
+    def decay(v):
+        return exp(-v) * v
+
+    @numba.njit
+    def model(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = decay(x[i]) + x[0]
+        return out
+
+    x = np.array([0.5, 1.0, 2.0])
+    pattern = ad.jacobian_sparsity(model)(x).toarray()
+    np.testing.assert_array_equal(pattern, [[1, 0, 0], [1, 1, 0], [1, 0, 1]])
+    np.testing.assert_allclose(ad.sparse_jacobian(model)(x).toarray(), ad.jacobian(model)(x),
+                               rtol=1e-12)
