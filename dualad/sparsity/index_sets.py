@@ -32,12 +32,16 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 class IndexSets:
     """``m`` index sets over ``range(n)``: ``indices[indptr[i]:indptr[i + 1]]`` is set ``i``."""
 
-    __slots__ = ("indptr", "indices", "n")
+    __slots__ = ("indptr", "indices", "n", "single", "_row_ids")
 
-    def __init__(self, indptr: np.ndarray, indices: np.ndarray, n: int) -> None:
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, n: int,
+                 single: bool = False) -> None:
         self.indptr = indptr
         self.indices = indices
         self.n = int(n)
+        #: every set has exactly one index (``indptr`` is ``arange``): takes are one gather
+        self.single = single
+        self._row_ids: np.ndarray | None = None
 
     @classmethod
     def empty(cls, m: int, n: int) -> IndexSets:
@@ -47,7 +51,7 @@ class IndexSets:
     @classmethod
     def identity(cls, n: int) -> IndexSets:
         """Set ``i`` is ``{i}``."""
-        return cls(np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), n)
+        return cls(np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), n, True)
 
     @property
     def m(self) -> int:
@@ -62,16 +66,29 @@ class IndexSets:
         return int(self.indices.size)
 
     def row_ids(self) -> np.ndarray:
-        """The row of every stored index."""
-        return np.repeat(np.arange(self.m, dtype=np.int64), np.diff(self.indptr))
+        """The row of every stored index (computed once)."""
+        ids = self._row_ids
+        if ids is None:
+            if self.single:
+                ids = self.indptr[:-1]
+            else:
+                ids = np.repeat(np.arange(self.m, dtype=np.int64), np.diff(self.indptr))
+            self._row_ids = ids
+        return ids
 
     def take(self, rows: np.ndarray) -> IndexSets:
         """The sets ``rows`` (a 1-D integer array; repeats allowed), in that order; a
         negative row gives an empty set."""
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if rows.size == self.m and np.array_equal(rows, np.arange(self.m)):
+        m = self.m
+        if rows.size == m and m and rows[0] == 0 and rows[-1] == m - 1 \
+                and np.array_equal(rows, np.arange(m)):
             return self
-        if rows.size and rows.min() < 0:
+        low = rows.min() if rows.size else 0
+        if self.single and low >= 0:
+            return IndexSets(np.arange(rows.size + 1, dtype=np.int64), self.indices[rows],
+                             self.n, True)
+        if low < 0:
             valid = rows >= 0
             safe = np.where(valid, rows, 0)
             starts = self.indptr[safe]
@@ -107,7 +124,9 @@ def _from_keys(keys: np.ndarray, m: int, n: int) -> IndexSets:
     rows = keys // n if n else keys
     indptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
-    return IndexSets(indptr, keys - rows * n, n)
+    sets = IndexSets(indptr, keys - rows * n, n)
+    sets._row_ids = rows
+    return sets
 
 
 def _distinct_sorted(keys: np.ndarray) -> np.ndarray:
