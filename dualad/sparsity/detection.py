@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.array_protocol import lift_object_array
 from ..core.errors import ShapeError
-from .flows import STRICT, SparsityTracer, Trace, trace_inputs
+from .flows import CURRENT_TRACE, STRICT, SparsityTracer, Trace, trace_inputs
 from .through_njit import python_version
 
 __all__ = ["hessian_sparsity", "jacobian_sparsity", "trace_call"]
@@ -63,9 +63,11 @@ def trace_call(f: Callable[..., Any], argnum: int, args: tuple, kwargs: dict,
     call = list(args)
     call[argnum] = tracer
     token = STRICT.set(bool(strict))
+    current = CURRENT_TRACE.set(trace)
     try:
         out = lift_object_array(f(*call, **kwargs))
     finally:
+        CURRENT_TRACE.reset(current)
         STRICT.reset(token)
     return out, trace, x.size
 

@@ -62,6 +62,7 @@ from ..derivatives.registry import derivative_kind, get_rule, on_rule_registered
 from .index_sets import IndexSets, combine, union, vstack
 
 __all__ = [
+    "CURRENT_TRACE",
     "STRICT",
     "ConservativeFlowWarning",
     "SparsityTracer",
@@ -489,6 +490,9 @@ def _without_flow(op: Operator, args: tuple, kwargs: dict) -> Any:
 #: back to the conservative flow (per thread and task).
 STRICT: contextvars.ContextVar[bool] = contextvars.ContextVar("dualad_sparsity_strict",
                                                               default=False)
+#: The detection in progress in this thread or task (its :class:`Trace`), or None.
+CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("dualad_sparsity_trace",
+                                                                   default=None)
 _WARNED: set[str] = set()  # functions warned about (once each per process, as warnings do)
 
 

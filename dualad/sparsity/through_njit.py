@@ -3,7 +3,9 @@
 A Numba dispatcher keeps the plain Python function it compiles (``py_func``). Detection
 runs that function on sparsity tracers, with the ``@njit`` helpers it names (globals or
 closure variables) replaced by their own Python versions (recursively) and the ``math`` module by numpy's ufuncs of the
-same names (``math.sin(x[i])`` would convert the tracer to a float). Loop-style code then
+same names (``math.sin(x[i])`` would convert the tracer to a float); ``np.zeros`` /
+``np.empty`` / ``np.ones`` / ``np.full`` give buffers that traced entries can be written
+into (as compiled dual code may allow). Loop-style code then
 takes the tracer's scalar fast path, so a loop over a few thousand entries is detected in
 milliseconds; compiled code is not involved.
 
@@ -32,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..njit import is_njit
+from .flows import CURRENT_TRACE, SparsityTracer
+from .index_sets import IndexSets
 
 __all__ = ["python_version"]
 
@@ -49,6 +53,27 @@ _MATH_AS_NUMPY = {
     )
     if numpy_name is not None
 }
+
+
+def _numpy_allocation(func: Any) -> Any:
+    """``np.zeros`` & co. that, during a detection, give a tracer whose entries depend on
+    nothing (so the loop may write traced entries into it, as compiled code may)."""
+    def allocate(*args: Any, **kwargs: Any) -> Any:
+        out = func(*args, **kwargs)
+        trace = CURRENT_TRACE.get()
+        if trace is None or not isinstance(out, np.ndarray) or out.dtype.kind != "f":
+            return out
+        return SparsityTracer(out, IndexSets.empty(out.size, trace.n), trace)
+
+    allocate.__name__ = func.__name__
+    return allocate
+
+
+def _numpy_module() -> types.SimpleNamespace:
+    names = {k: getattr(np, k) for k in dir(np) if not k.startswith("__")}
+    for name in ("zeros", "empty", "ones", "full"):
+        names[name] = _numpy_allocation(getattr(np, name))
+    return types.SimpleNamespace(**names)
 
 
 def _math_module() -> types.SimpleNamespace:
@@ -71,7 +96,7 @@ def python_version(f: Any) -> Any:
         if entry is not None and entry[0] is f:
             return entry[1]
     py = f.py_func
-    shim = _math_module()
+    shim = (_math_module(), _numpy_module())
     namespace = dict(py.__globals__)
     cells = [types.CellType() for _ in py.__closure__ or ()]
     rewritten = types.FunctionType(py.__code__, namespace, py.__name__, py.__defaults__,
@@ -94,7 +119,9 @@ def python_version(f: Any) -> Any:
 def _swapped(value: Any, shim: Any) -> Any:
     """What a global or closure variable of an ``@njit`` function becomes for detection."""
     if value is math:
-        return shim
+        return shim[0]
+    if value is np:
+        return shim[1]
     if getattr(value, "__module__", None) == "math" and \
             getattr(value, "__name__", None) in _MATH_AS_NUMPY:
         return _MATH_AS_NUMPY[value.__name__]

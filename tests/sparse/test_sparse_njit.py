@@ -164,3 +164,21 @@ def test_helpers_in_closures_and_math_functions_imported_by_name():
     np.testing.assert_array_equal(pattern, [[1, 0, 0], [1, 1, 0], [1, 0, 1]])
     np.testing.assert_allclose(ad.sparse_jacobian(model)(x).toarray(), ad.jacobian(model)(x),
                                rtol=1e-12)
+
+
+def test_detection_through_plain_buffers_and_list_arrays():
+    @numba.njit
+    def model(x):
+        n = x.shape[0]
+        out = np.zeros(n)
+        for i in range(1, n):
+            out[i] = x[i] * x[i - 1]
+        return out
+
+    x = np.arange(1.0, 5.0)
+    pattern = ad.jacobian_sparsity(model)(x).toarray()
+    expected = np.zeros((4, 4), dtype=bool)
+    for i in range(1, 4):
+        expected[i, i] = expected[i, i - 1] = True
+    np.testing.assert_array_equal(pattern, expected)
+    assert model(x).tolist() == [0.0, 2.0, 6.0, 12.0]  # the compiled function is untouched
