@@ -127,3 +127,15 @@ def test_two_dimensional_entries():
 
     x = np.arange(1.0, 10.0)
     np.testing.assert_array_equal(jacobian_sparsity(f)(x).toarray(), ad.jacobian(f)(x) != 0)
+
+
+def test_loop_brusselator_of_the_benchmark():
+    from sparse_problems import brusselator1d_loop
+
+    y = np.random.default_rng(4).uniform(0.5, 3.0, 40)
+    pattern = jacobian_sparsity(brusselator1d_loop)(y).toarray()
+    dense = ad.jacobian(brusselator1d_loop)(y)
+    np.testing.assert_array_equal(pattern, dense != 0)
+    assert pattern.sum() == 2 * 20 * 4 - 4  # u: u, v, two neighbours; v likewise
+    J = ad.sparse_jacobian(brusselator1d_loop)(y)
+    np.testing.assert_allclose(J.toarray(), dense, rtol=1e-12)
