@@ -203,7 +203,7 @@ class SparsityTracer(Traced, NumpyOverloads):
         return None
 
     def __getitem__(self, key: Any) -> Any:
-        flat = self._entry(key)
+        flat = self._entry(key) if self.value.dtype.kind == "f" else None
         if flat is None:
             return super().__getitem__(key)
         pending = self._pending

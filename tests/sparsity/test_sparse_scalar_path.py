@@ -139,3 +139,15 @@ def test_loop_brusselator_of_the_benchmark():
     assert pattern.sum() == 2 * 20 * 4 - 4  # u: u, v, two neighbours; v likewise
     J = ad.sparse_jacobian(brusselator1d_loop)(y)
     np.testing.assert_allclose(J.toarray(), dense, rtol=1e-12)
+
+
+def test_complex_entries_take_the_array_path():
+    def f(x):
+        z = np.fft.fft(x)
+        return np.real(z[1] * z[2]) + x[::-1]
+
+    x = np.arange(1.0, 5.0)
+    pattern = jacobian_sparsity(f)(x).toarray()
+    assert pattern.all()
+    dense = ad.jacobian(f)(x)
+    assert not (np.abs(dense) > 1e-12)[~pattern].any()
