@@ -70,7 +70,13 @@ from .derivatives.registry import (
     not_differentiable_functions,
     traced_function,
 )
-from .forward_mode.dual import Dual, innermost_tag, partials_key, tangent_parts
+from .forward_mode.dual import (
+    Dual,
+    innermost_tag,
+    partials_key,
+    register_tangent_fallback,
+    tangent_parts,
+)
 from .forward_mode.elementwise import define_value_rule, table_tangent
 from .forward_mode.rules import tangent_rule
 from .reverse_mode.backward import gradients_needed
@@ -85,14 +91,19 @@ from .reverse_mode.graph import (
 )
 from .reverse_mode.rules import gradient_rule
 from .reverse_mode.transforms import vjp
+from .sparsity.coarse import declare_dense, declare_probed
 from .sparsity.flows import (
     declare_allocation,
+    declare_bincount,
     declare_composite,
     declare_contraction,
     declare_elementwise,
     declare_index_map,
     declare_reduction,
     declare_scan,
+    declare_select,
+    declare_sort,
+    declare_write,
 )
 
 __all__ = [
@@ -119,6 +130,7 @@ __all__ = [
     "tangent_parts",
     "innermost_tag",
     "partials_key",
+    "register_tangent_fallback",
     # reverse mode: graph objects and hooks for functions that write or alias
     "AbstractNode",
     "CachedNode",
@@ -140,12 +152,18 @@ __all__ = [
     "register_tree",
     # sparsity detection: how each family's entries flow
     "declare_allocation",
+    "declare_bincount",
     "declare_composite",
     "declare_contraction",
+    "declare_dense",
     "declare_elementwise",
     "declare_index_map",
+    "declare_probed",
     "declare_reduction",
     "declare_scan",
+    "declare_select",
+    "declare_sort",
+    "declare_write",
     # errors
     "MissingRuleError",
     "TagMismatchError",

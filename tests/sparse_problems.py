@@ -73,3 +73,21 @@ def rosenbrock_hessian(x):
     h[i + 1, i + 1] += 200.0
     h[i, i + 1] = h[i + 1, i] = -400.0 * x[:-1]
     return h
+
+
+def brusselator1d_loop(y):
+    """The 1-D Brusselator with Dirichlet ends, one grid point at a time (u, v interleaved),
+    as benchmarks/sparse_detection.py writes it."""
+    n = y.shape[0] // 2
+    out = np.empty_like(y)
+    c = 0.02 * (n + 1.0) ** 2
+    for i in range(n):
+        u = y[2 * i]
+        v = y[2 * i + 1]
+        ul = y[2 * i - 2] if i > 0 else 1.0
+        ur = y[2 * i + 2] if i < n - 1 else 1.0
+        vl = y[2 * i - 1] if i > 0 else 3.0
+        vr = y[2 * i + 3] if i < n - 1 else 3.0
+        out[2 * i] = 1.0 + u * u * v - 4.0 * u + c * (ul - 2.0 * u + ur)
+        out[2 * i + 1] = 3.0 * u - u * u * v + c * (vl - 2.0 * v + vr)
+    return out

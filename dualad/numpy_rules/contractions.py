@@ -32,6 +32,7 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_probed,
     gradients_needed,
     innermost_tag,
     shape_of,
@@ -336,3 +337,6 @@ def contraction_rules(funcs: Sequence[Any], build: Callable[..., tuple[Contracti
 def is_dual(x: Any) -> bool:
     """Whether ``x`` is a Dual."""
     return isinstance(x, Dual)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+declare_probed(np.einsum)

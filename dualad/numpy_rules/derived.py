@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ..extend import Dual, register_function_hook, shape_of, tangent_parts
+from ..extend import (
+    Dual,
+    declare_elementwise,
+    register_function_hook,
+    shape_of,
+    tangent_parts,
+)
 from ._support import composite_rules, gradient_rule, normalize_axis, tangent_rule
 
 __all__ = ["rollaxis", "cond"]
@@ -105,3 +111,6 @@ def _positional(func: Any, args: tuple, kwargs: dict) -> Any:
 
 for _func in (np.swapaxes, np.moveaxis, np.rollaxis):
     register_function_hook(_func, _positional)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+declare_elementwise(np.round, np.around, flowing=())  # derivative zero (as JAX)

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_dense,
     shape_of,
 )
 from ._support import gradient_rule, kfirst, klast, tangent_rule
@@ -118,3 +119,6 @@ def _eigvals_tangent(a: Any) -> Any:
     w, v = np.linalg.eig(a.value)
     dw, _ = _eig_tangents(w, v, kfirst(a.partials), False)
     return Dual._make(w, klast(_real_like(w, dw)), a.tag)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+declare_dense(np.linalg.eig, np.linalg.eigh, np.linalg.eigvals, np.linalg.eigvalsh, core=2)

@@ -26,6 +26,8 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_dense,
+    declare_index_map,
     shape_of,
 )
 from ._signatures import bind
@@ -266,3 +268,10 @@ def _shift_map(func: Any) -> Any:
 
 index_map_rules(_fft.fftshift, _shift_map(_fft.fftshift), permutation=True)
 index_map_rules(_fft.ifftshift, _shift_map(_fft.ifftshift), permutation=True)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+# a transform mixes every entry of its lines (or planes); shifts only move entries
+declare_dense(np.fft.fft, np.fft.ifft, np.fft.rfft, np.fft.irfft, core=1)
+declare_dense(np.fft.fft2, np.fft.ifft2, core=2)
+declare_dense(np.fft.fftn, np.fft.ifftn)
+declare_index_map(np.fft.fftshift, np.fft.ifftshift)

@@ -27,6 +27,8 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_elementwise,
+    declare_probed,
     innermost_tag,
     shape_of,
     unbroadcast,
@@ -337,3 +339,7 @@ composite_rules(np.polyval, _polyval, _positions("p", "x"))
 composite_rules(np.interp, _interp, _positions("x", "", "fp", "left", "right"))
 composite_rules(np.gradient, _gradient, lambda args, kwargs: [0])
 composite_rules(np.meshgrid, _meshgrid, lambda args, kwargs: list(range(len(args))))
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+declare_elementwise(np.sinc)
+declare_probed(np.linspace)  # linear in start and stop

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_composite,
     declare_index_map,
     partials_key,
     primitive,
@@ -145,3 +146,15 @@ def gather_tangent(p: Any, index: np.ndarray) -> Any:
 # -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
 
 declare_index_map(operator.getitem)
+
+
+
+def _index_add_flow(values: Any, key: Any, shape: tuple[int, ...]) -> Any:
+    """``_index_add`` as numpy calls with flows: a weighted bincount of the positions."""
+    size = int(np.prod(shape, dtype=np.int64))
+    positions = np.arange(size).reshape(shape)[key]
+    target = np.broadcast_to(positions, np.shape(values)).reshape(-1)
+    return np.bincount(target, weights=np.ravel(values), minlength=size).reshape(shape)
+
+
+declare_composite(index_add, _index_add_flow)

@@ -362,3 +362,5 @@ declare_index_map(
     np.split, np.array_split, np.hsplit, np.vsplit,
 )
 declare_index_map(np.append, data=(0, 1))
+
+declare_index_map(np.unstack, np.dsplit)

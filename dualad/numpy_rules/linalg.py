@@ -50,6 +50,8 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    declare_dense,
+    declare_index_map,
     declare_reduction,
     innermost_tag,
     shape_of,
@@ -945,3 +947,9 @@ if hasattr(np.linalg, "vector_norm"):
 # A norm reduces its axes (all of them by default); the entries meet nonlinearly.
 
 declare_reduction(np.linalg.norm, second_order=True, axis_at=2)
+
+declare_dense(np.linalg.solve, np.linalg.inv, np.linalg.det, np.linalg.slogdet,
+              np.linalg.cholesky, np.linalg.qr, np.linalg.svd, np.linalg.svdvals, np.linalg.pinv,
+              np.linalg.lstsq, np.linalg.matrix_power, np.linalg.matrix_norm, core=2)
+declare_reduction(np.linalg.vector_norm, second_order=True)
+declare_index_map(np.linalg.diagonal)

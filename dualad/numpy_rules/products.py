@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +32,7 @@ from ..extend import (
     Dual,
     declare_composite,
     declare_contraction,
+    declare_probed,
     gradients_needed,
     innermost_tag,
     shape_of,
@@ -502,3 +504,12 @@ declare_composite(np.outer, lambda a, b, out=None: np.ravel(a)[:, None] * np.rav
 declare_composite(np.vdot, lambda a, b: np.sum(np.ravel(a) * np.ravel(b)))
 declare_composite(np.trace, lambda a, offset=0, axis1=0, axis2=1, dtype=None, out=None:
                   np.sum(np.diagonal(a, offset, axis1, axis2), axis=-1))
+
+declare_contraction(np.linalg.matmul)
+declare_probed(np.kron, np.cross, np.linalg.cross, np.inner, np.tensordot, np.linalg.tensordot,
+               np.matvec, np.vecmat, np.vecdot, np.linalg.vecdot)
+declare_composite(np.linalg.outer, lambda a, b, /: np.ravel(a)[:, None] * np.ravel(b)[None, :])
+declare_composite(np.linalg.trace, lambda x, /, *, offset=0, dtype=None:
+                  np.trace(x, offset=offset, axis1=-2, axis2=-1))
+declare_composite(np.linalg.multi_dot, lambda arrays, *, out=None:
+                  functools.reduce(np.matmul, arrays))

@@ -492,3 +492,7 @@ declare_reduction(np.prod, np.nanprod, np.var, np.std, np.nanvar, np.nanstd, sec
 
 declare_scan(np.cumsum, np.nancumsum)
 declare_scan(np.cumprod, np.nancumprod, second_order=True)
+
+declare_reduction(np.ptp)
+declare_scan(np.cumulative_sum)
+declare_scan(np.cumulative_prod, second_order=True)

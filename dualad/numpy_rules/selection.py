@@ -25,6 +25,8 @@ from ..extend import (
     Dual,
     declare_elementwise,
     declare_index_map,
+    declare_select,
+    declare_sort,
     innermost_tag,
     register_keyword_aliases,
     shape_of,
@@ -312,3 +314,8 @@ declare_index_map(np.take, np.take_along_axis)
 declare_index_map(np.compress, np.extract, data=(1,))
 declare_elementwise(np.where, flowing=(1, 2))
 declare_elementwise(np.clip)
+
+declare_elementwise(np.nan_to_num, flowing=(0,))
+declare_sort(np.sort, np.argsort)
+declare_sort(np.partition, np.argpartition)
+declare_select(np.select)

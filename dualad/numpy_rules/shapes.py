@@ -23,6 +23,7 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    Traced,
     declare_index_map,
     innermost_tag,
     shape_of,
@@ -492,3 +493,8 @@ declare_index_map(
     np.diagonal, np.diagflat, np.squeeze, np.expand_dims, np.atleast_1d, np.atleast_2d,
     np.atleast_3d, np.tril, np.triu,
 )
+
+declare_index_map(np.matrix_transpose, np.linalg.matrix_transpose)
+declare_index_map(np.pad, moves=lambda array, pad_width, mode="constant", **kwargs:
+                  mode in ("constant", "edge", "wrap", "reflect", "symmetric", "empty")
+                  and not isinstance(kwargs.get("constant_values"), Traced))

@@ -31,9 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from ..extend import Dual, MissingRuleError, gradient, innermost_tag, shape_of
-from ..forward_mode.dual import register_tangent_fallback
-from ..reverse_mode.transforms import grad
+from ..extend import (
+    Dual,
+    MissingRuleError,
+    gradient,
+    innermost_tag,
+    register_tangent_fallback,
+    shape_of,
+    vjp,
+)
 from ._support import split_duals
 from .complex_parts import is_complex
 
@@ -74,7 +80,8 @@ def tangent_from_gradient(op: Any, args: tuple, kwargs: dict) -> Any:
             return total
 
         try:
-            columns.append(grad(pairing)(cotangent))
+            _, pullback = vjp(pairing, cotangent)
+            columns.append(pullback(np.float64(1.0))[0])
         except MissingRuleError:
             return NotImplemented
     return Dual._make(output, np.stack(columns, axis=-1), tag)

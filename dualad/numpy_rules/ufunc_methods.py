@@ -35,6 +35,9 @@ from ..extend import (
     Dual,
     MissingRuleError,
     Traced,
+    declare_bincount,
+    declare_reduction,
+    declare_scan,
     innermost_tag,
     register_ufunc_method,
     shape_of,
@@ -289,3 +292,11 @@ register_ufunc_method("reduce", ufunc_reduce)
 register_ufunc_method("accumulate", ufunc_accumulate)
 register_ufunc_method("reduceat", ufunc_reduceat)
 register_ufunc_method("outer", ufunc_outer)
+
+# -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
+declare_reduction(np.add.reduce, np.maximum.reduce, np.minimum.reduce, np.fmax.reduce,
+                  np.fmin.reduce, axis_default=0)
+declare_reduction(np.multiply.reduce, second_order=True, axis_default=0)
+declare_scan(np.add.accumulate, axis_default=0)
+declare_scan(np.multiply.accumulate, second_order=True, axis_default=0)
+declare_bincount(np.bincount)

@@ -48,6 +48,8 @@ from ..extend import (
     Traced,
     apply_operator,
     declare_allocation,
+    declare_index_map,
+    declare_write,
     innermost,
     not_writable_message,
     partials_key,
@@ -350,3 +352,7 @@ def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", sub
 
 declare_allocation(np.empty_like, np.zeros_like, np.ones_like)
 declare_allocation(np.full_like, fill=1)
+
+declare_write(np.copyto, np.fill_diagonal)
+declare_write(np.put, np.put_along_axis, data=(2,))
+declare_index_map(assign, data=(0, 2))

@@ -42,13 +42,11 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     boolean pattern for ``solve_ivp(..., jac_sparsity=)``.
     """
     if _njit.is_njit(f):  # a numba.njit right-hand side: compiled dual numbers
-        if sparse:
-            raise ValueError(
-                "ode_jacobian(f, sparse=True): f is a numba.njit function, whose Jacobian is "
-                "computed densely by compiled dual numbers; drop sparse=True, or pass the "
-                "plain numpy function (f.py_func) for a sparse Jacobian."
-            )
-        return _njit.ode_jacobian(f, chunk=chunk)
+        if sparse:  # compiled compressed passes, one direction per colour
+            return sparse_ode_jacobian(f)
+        jac_njit = _njit.ode_jacobian(f, chunk=chunk)
+        jac_njit.sparsity = ode_sparsity(f)  # type: ignore[attr-defined]
+        return jac_njit
     if sparse:
         return sparse_ode_jacobian(f, mode=mode)
 

@@ -49,6 +49,7 @@ import scipy.linalg as _sl
 from ..extend import (
     Dual,
     MissingRuleError,
+    declare_dense,
     gradient_rule,
     innermost_tag,
     primitive,
@@ -500,6 +501,12 @@ def _schur(grad: Any, output: Any, a: Any, *args: Any) -> tuple:
     pairing = np.real(np.sum(gt * dt, axis=(-2, -1)) + np.sum(gz * dz, axis=(-2, -1)))
     g = pairing[:n * n] - 1j * pairing[n * n:] if complex_a else pairing
     return (np.reshape(g, (n, n)),) + (None,) * len(args)
+
+
+# -- sparsity detection: every entry of a matrix function depends on the whole matrix --------
+
+declare_dense(_solve_triangular_op, _lu_factor_op, _expm_op, _logm_op, _sqrtm_op,
+              _solve_sylvester_op, _schur_op)
 
 
 def __dir__() -> list[str]:

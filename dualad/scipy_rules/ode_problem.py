@@ -33,6 +33,7 @@ from .. import njit as _njit
 from ..api import jacobian
 from ..core.errors import DualadError
 from ..core.tracing import primitive
+from ..extend import declare_dense
 from ..sparse.ode import sparse_ode_jacobian
 
 __all__ = ["OdeProblem", "OdeSolveError", "ode_values", "IMPLICIT_METHODS", "plain_key"]
@@ -182,4 +183,6 @@ def _ode_values(problem: OdeProblem, t0: Any, times: Any, y0: Any, *leaves: Any)
 
 
 ode_values = primitive(_ode_values)
+# sparsity: every point of the solution depends on every input of the solve
+declare_dense(ode_values)
 ode_values.__doc__ = """The solution of ``problem`` at ``times`` from ``(t0, y0)``: shape ``(n, m)``."""

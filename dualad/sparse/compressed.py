@@ -43,14 +43,21 @@ import numpy as np
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import DualadError, ShapeError
 from ..forward_mode.dual import Dual, Tag
+from ..njit import is_njit
 from ..reverse_mode.transforms import grad, vjp
 from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
+from .bicoloring import REVERSE_COST, color_bidirectional
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
+from .csr_results import CsrTemplate
 
 __all__ = ["SparsityChangedWarning", "sparse_hessian", "sparse_jacobian"]
 
 #: Relative tolerance of the pattern check (``J @ r`` two ways).
 CHECK_RTOL = 1e-9
+
+#: ``mode="auto"`` tries the bidirectional split when both one-sided colourings cost more
+#: than this many forward directions (a colouring search of its own, worth it only then).
+BIDIRECTIONAL_FROM = 16
 
 
 class SparsityChangedWarning(UserWarning):
@@ -125,33 +132,48 @@ def _mismatch(direct: np.ndarray, product: np.ndarray, scale: np.ndarray) -> boo
 class _JacobianPlan:
     """A pattern, its colouring and where each nonzero sits in the compressed result.
 
-    ``mode="auto"`` takes reverse mode (row colouring) only when it needs at most an
-    eighth of the colours of forward mode: each reverse colour is a whole pullback, while
-    forward colours share one pass.
+    ``mode="auto"`` compares costs counted in forward directions: a forward colour costs
+    one, a reverse colour (a whole pullback) :data:`~dualad.sparse.bicoloring.REVERSE_COST`;
+    the bidirectional split is tried when both one-sided colourings need more than
+    :data:`BIDIRECTIONAL_FROM` directions' worth.
     """
 
     __slots__ = ("pattern", "colors", "k", "seed", "take", "reverse", "given", "rows", "cols",
-                 "weights")
+                 "weights", "scale_weights", "bidi", "rseed", "template", "kind")
 
     def __init__(self, pattern: Any, mode: str, given: bool) -> None:
         self.pattern = pattern
         self.given = given
+        self.template = CsrTemplate(pattern)
         m, n = pattern.shape
         rng = np.random.default_rng(0x5EED)
         rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(pattern.indptr))
         cols = pattern.indices.astype(np.intp)
         self.rows, self.cols = rows, cols
+        self.bidi = None
         column_colors = row_colors = None
-        if mode != "reverse":
+        if mode in ("auto", "forward"):
             column_colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
-        if mode != "forward":
+        if mode in ("auto", "reverse"):
             row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
         if mode == "auto":
             kc = int(column_colors.max(initial=-1)) + 1
             kr = int(row_colors.max(initial=-1)) + 1
-            self.reverse = 8 * kr <= kc
+            costs = {"forward": kc, "reverse": REVERSE_COST * kr}
+            if min(costs.values()) > BIDIRECTIONAL_FROM:
+                self.bidi = color_bidirectional(pattern)
+                costs["bidirectional"] = self.bidi.cost
+            self.kind = min(costs, key=lambda k: (costs[k], k != "forward"))
         else:
-            self.reverse = mode == "reverse"
+            self.kind = mode
+        if self.kind == "bidirectional":
+            if self.bidi is None:
+                self.bidi = color_bidirectional(pattern)
+            self._bidirectional(m, n, rng)
+            self.reverse = False
+            return
+        self.bidi = None
+        self.reverse = self.kind == "reverse"
         if self.reverse:
             self.colors = row_colors
             self.k = int(self.colors.max(initial=-1)) + 1
@@ -164,13 +186,38 @@ class _JacobianPlan:
             self.seed = _seed(n, self.colors, self.k, rng)
             self.take = rows * (self.k + 1) + self.colors[cols]
             # (J @ r)[i] = sum over colours c of compressed[i, c] * weights[i, c], where
-            # weights[i, c] is r at the one column of colour c in row i (or 0)
-            self.weights = np.zeros((m, self.k))
+            # weights[i, c] is r at the one column of colour c in row i (or 0); the last
+            # column, -1, subtracts the check direction's own J @ r
+            self.weights = np.zeros((m, self.k + 1))
             self.weights[rows, self.colors[cols]] = self.seed[cols, self.k]
+            self.weights[:, self.k] = -1.0
+            self.scale_weights = np.full(self.k + 1, 1.5)
+            self.scale_weights[self.k] = 1.0
+
+    def _bidirectional(self, m: int, n: int, rng: np.random.Generator) -> None:
+        split = self.bidi
+        fc, rc = split.forward_colors, split.reverse_colors
+        kf, kr = split.forward_count, split.reverse_count
+        self.k = kf
+        self.colors = fc
+        seed = np.zeros((n, kf + 1))
+        seeded = fc >= 0
+        seed[np.flatnonzero(seeded), fc[seeded]] = 1.0
+        seed[:, kf] = rng.uniform(0.5, 1.5, n)  # the check direction covers every column
+        self.seed = seed
+        rseed = np.zeros((m, kr))
+        hit = rc >= 0
+        rseed[np.flatnonzero(hit), rc[hit]] = 1.0
+        self.rseed = rseed
+        rows, cols = self.rows, self.cols
+        fe = split.forward_entry
+        # forward nonzeros from the (m, kf) compressed block, reverse ones from (kr, n) after it
+        self.take = np.where(fe, rows * kf + np.maximum(fc[cols], 0),
+                             m * kf + np.maximum(rc[rows], 0) * n + cols)
 
 
 def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = None,
-                    mode: str = "auto") -> Callable[..., Any]:
+                    mode: str = "auto", strict: bool = False) -> Callable[..., Any]:
     """A function returning the Jacobian of ``f`` as a ``scipy.sparse.csr_array`` of shape
     ``(out.size, in.size)``.
 
@@ -178,8 +225,13 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
     is detected at the first call; it and its colouring are reused by later calls (and
     re-detected, with a :class:`SparsityChangedWarning`, if a call shows they missed
     nonzeros). ``mode``: ``"forward"`` (column colouring, one pass), ``"reverse"`` (row
-    colouring, one pullback per colour) or ``"auto"`` (forward unless reverse needs at
-    most an eighth of the colours). Extra arguments pass through undifferentiated.
+    colouring, one pullback per colour), ``"bidirectional"`` (dense rows from pullbacks,
+    the rest from one forward pass: see :mod:`dualad.sparse.bicoloring`) or ``"auto"``
+    (the cheapest of the three by colour counts, a pullback costing eight forward
+    directions). Extra arguments pass through undifferentiated. An ``@njit`` ``f`` is
+    differentiated by compiled compressed passes (:mod:`dualad.sparse.njit_compressed`).
+    ``strict=True``: a call without a declared sparsity flow raises instead of taking the
+    conservative flow.
 
     Example:
         >>> import numpy as np
@@ -189,9 +241,14 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
                [2., 1., 0.],
                [0., 3., 2.]])
     """
-    if mode not in ("auto", "forward", "reverse"):
+    if is_njit(f):  # compiled compressed passes of the @njit function itself
+        from .njit_compressed import njit_sparse_jacobian
+
+        return njit_sparse_jacobian(f, argnums, sparsity=sparsity, mode=mode, strict=strict)
+    if mode not in ("auto", "forward", "reverse", "bidirectional"):
         raise ValueError(
-            f"sparse_jacobian: mode must be 'auto', 'forward' or 'reverse', got {mode!r}."
+            f"sparse_jacobian: mode must be 'auto', 'forward', 'reverse' or 'bidirectional', "
+            f"got {mode!r}."
         )
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise TypeError(
@@ -200,7 +257,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
         )
     argnum = int(argnums)
     given = None if sparsity is None else _csr(sparsity, None, "sparse_jacobian")
-    detect = jacobian_sparsity(f, argnum)
+    detect = jacobian_sparsity(f, argnum, strict=strict)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}
 
@@ -209,10 +266,11 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
 
     def evaluate(plan: _JacobianPlan, x: np.ndarray, args: tuple, kwargs: dict
                  ) -> tuple[Any, bool]:
-        import scipy.sparse as sp
 
         m, n = plan.pattern.shape
         call = list(args)
+        if plan.bidi is not None:
+            return evaluate_bidirectional(plan, x, call, kwargs)
         if plan.reverse:
             def of_x(v: Any) -> Any:
                 call[argnum] = v
@@ -228,9 +286,29 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
             comp = np.stack([np.reshape(pullback(np.reshape(plan.seed[:, c], oshape))[0], -1)
                              for c in range(plan.k + 1)]) if m else np.zeros((1, n))
             data = comp[:plan.k].reshape(-1)[plan.take] if plan.k else np.zeros(0)
-            jac = sp.csr_array((data, plan.pattern.indices, plan.pattern.indptr), shape=(m, n))
+            jac = plan.template.with_data(data)
             r = plan.seed[:, plan.k] if m else np.zeros(0)
             return jac, _check(comp[plan.k], data, plan.cols, plan.rows, r, n)
+        p = forward_pass(plan, x, call, kwargs)
+        data = p.reshape(-1)[plan.take]
+        jac = plan.template.with_data(data)
+        with np.errstate(invalid="ignore", over="ignore"):
+            # J @ r from the decompressed nonzeros minus the check direction, in one pass
+            # over the contiguous partials; its scale bounds the terms (weights < 1.5)
+            residual = np.einsum("ij,ij->i", p, plan.weights)
+            scale = np.abs(p) @ plan.scale_weights
+            if (np.abs(residual) <= CHECK_RTOL * scale + 1e-300).all():
+                return jac, True
+        compressed = p[:, :plan.k]
+        with np.errstate(invalid="ignore"):
+            product = np.einsum("ij,ij->i", compressed, plan.weights[:, :plan.k])
+            scale = np.abs(compressed) @ np.full(plan.k, 1.5)
+        return jac, not _mismatch(p[:, plan.k], product, scale)
+
+    def forward_pass(plan: _JacobianPlan, x: np.ndarray, call: list, kwargs: dict
+                     ) -> np.ndarray:
+        """``(m, k + 1)``: the outputs' partials along the plan's forward seeds."""
+        m, n = plan.pattern.shape
         tag = Tag()
         call[argnum] = Dual._make(x.copy(), plan.seed.reshape(x.shape + (plan.k + 1,)), tag)
         out = lift_object_array(f(*call, **kwargs))
@@ -251,14 +329,28 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
                 f"has shape {(size, n)} (outputs x inputs); pass a pattern of shape "
                 f"{(size, n)}, e.g. ad.jacobian_sparsity(f)(x)."
             )
-        data = p.reshape(-1)[plan.take]
-        jac = sp.csr_array((data, plan.pattern.indices, plan.pattern.indptr), shape=(m, n))
-        compressed = p[:, :plan.k]
-        with np.errstate(invalid="ignore"):
-            product = np.einsum("ij,ij->i", compressed, plan.weights)
-            # an upper bound of sum |terms| (every weight is below 1.5), from one BLAS call
-            scale = np.abs(compressed) @ np.full(plan.k, 1.5)
-        return jac, not _mismatch(p[:, plan.k], product, scale)
+        return p
+
+    def evaluate_bidirectional(plan: _JacobianPlan, x: np.ndarray, call: list,
+                               kwargs: dict) -> tuple[Any, bool]:
+        m, n = plan.pattern.shape
+        p = forward_pass(plan, x, call, kwargs)
+        kr = plan.rseed.shape[1]
+        if kr:
+            def of_x(v: Any) -> Any:
+                call[argnum] = v
+                return f(*call, **kwargs)
+
+            out, pullback = vjp(of_x, x)
+            oshape = shape_of(out)
+            back = np.stack([np.reshape(pullback(np.reshape(plan.rseed[:, c], oshape))[0], -1)
+                             for c in range(kr)])
+        else:
+            back = np.zeros((0, n))
+        flat = np.concatenate([p[:, :plan.k].reshape(-1), back.reshape(-1)])
+        data = flat[plan.take]
+        jac = plan.template.with_data(data)
+        return jac, _check(p[:, plan.k], data, plan.rows, plan.cols, plan.seed[:, plan.k], m)
 
     @functools.wraps(f)
     def jacobian(*args: Any, **kwargs: Any) -> Any:
@@ -332,7 +424,7 @@ class _HessianPlan:
 
 
 def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
-                   sparsity: Any = None) -> Callable[..., Any]:
+                   sparsity: Any = None, strict: bool = False) -> Callable[..., Any]:
     """A function returning the Hessian of a scalar ``f`` as a symmetric
     ``scipy.sparse.csr_array`` of shape ``(in.size, in.size)``.
 
@@ -354,7 +446,7 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
     given = None if sparsity is None else _csr(sparsity, None, "sparse_hessian")
     if given is not None and given.shape[0] != given.shape[1]:
         raise ShapeError(f"sparse_hessian: sparsity= must be square, got shape {given.shape}.")
-    detect = hessian_sparsity(f, argnum)
+    detect = hessian_sparsity(f, argnum, strict=strict)
     gradient = grad(f, argnum)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}

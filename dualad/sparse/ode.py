@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..njit import is_njit
 from ..sparsity.detection import jacobian_sparsity
 from .compressed import sparse_jacobian
 
@@ -41,7 +42,17 @@ def _of_y(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def sparse_ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
                         sparsity: Any = None) -> Callable[..., Any]:
-    """``jac(t, y, *args)``: ``df/dy`` as a ``scipy.sparse.csr_array`` of shape ``(n, n)``."""
+    """``jac(t, y, *args)``: ``df/dy`` as a ``scipy.sparse.csr_array`` of shape ``(n, n)``
+    (for an ``@njit`` ``f``, from compiled compressed passes)."""
+    if is_njit(f):
+        jac_ty = sparse_jacobian(f, 1, sparsity=sparsity)
+
+        @functools.wraps(f.py_func)
+        def jac(t: Any, y: Any, *args: Any) -> Any:
+            return jac_ty(float(t), np.ascontiguousarray(y, dtype=np.float64), *args)
+
+        jac.sparsity = ode_sparsity(f)  # type: ignore[attr-defined]
+        return jac
     jac_y = sparse_jacobian(_of_y(f), 0, sparsity=sparsity,
                             mode="auto" if mode not in ("forward", "reverse") else mode)
 
@@ -55,6 +66,13 @@ def sparse_ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
 
 def ode_sparsity(f: Callable[..., Any]) -> Callable[..., Any]:
     """``sparsity(t0, y0, *args)``: the boolean pattern of ``df/dy`` (``jac_sparsity=``)."""
+    if is_njit(f):
+        of_ty = jacobian_sparsity(f, 1)
+
+        def sparsity(t0: Any, y0: Any, *args: Any) -> Any:
+            return of_ty(t0, np.asarray(y0, dtype=np.float64), *args)
+
+        return sparsity
     pattern = jacobian_sparsity(_of_y(f), 0)
 
     def sparsity(t0: Any, y0: Any, *args: Any) -> Any:

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..core.array_protocol import lift_object_array
 from ..core.errors import ShapeError
-from .flows import SparsityTracer, Trace, trace_inputs
+from .flows import CURRENT_TRACE, STRICT, SparsityTracer, Trace, trace_inputs
+from .through_njit import python_version
 
 __all__ = ["hessian_sparsity", "jacobian_sparsity", "trace_call"]
 
@@ -43,8 +44,11 @@ def _argnum(argnums: Any, fname: str) -> int:
 
 
 def trace_call(f: Callable[..., Any], argnum: int, args: tuple, kwargs: dict,
-               hessian: bool = False, fname: str = "jacobian_sparsity") -> tuple[Any, Trace, int]:
-    """``(output, trace, n)``: ``f`` run on a tracer in place of ``args[argnum]``."""
+               hessian: bool = False, fname: str = "jacobian_sparsity",
+               strict: bool = False) -> tuple[Any, Trace, int]:
+    """``(output, trace, n)``: ``f`` run on a tracer in place of ``args[argnum]``
+    (``strict``: a call without a declared flow raises instead of taking the conservative
+    flow)."""
     if not -len(args) <= argnum < len(args):
         raise TypeError(
             f"{fname}: argnums={argnum} but the function was called with {len(args)} "
@@ -55,9 +59,16 @@ def trace_call(f: Callable[..., Any], argnum: int, args: tuple, kwargs: dict,
         raise TypeError(f"{fname}: the differentiated argument must be a real array, got "
                         f"dtype {x.dtype}.")
     tracer, trace = trace_inputs(x, hessian)
+    f = python_version(f)  # an @njit function: its Python source, on index sets
     call = list(args)
     call[argnum] = tracer
-    out = lift_object_array(f(*call, **kwargs))
+    token = STRICT.set(bool(strict))
+    current = CURRENT_TRACE.set(trace)
+    try:
+        out = lift_object_array(f(*call, **kwargs))
+    finally:
+        CURRENT_TRACE.reset(current)
+        STRICT.reset(token)
     return out, trace, x.size
 
 
@@ -78,9 +89,13 @@ def _rows_of(out: Any, n: int) -> Any:
     return rows
 
 
-def jacobian_sparsity(f: Callable[..., Any], argnums: int = 0) -> Callable[..., Any]:
+def jacobian_sparsity(f: Callable[..., Any], argnums: int = 0, *,
+                      strict: bool = False) -> Callable[..., Any]:
     """A function returning the Jacobian's pattern: a boolean ``scipy.sparse.csr_array`` of
     shape ``(out.size, in.size)`` (``True`` where output ``i`` depends on input ``j``).
+
+    A function with no declared flow takes the conservative one (every output entry of the
+    call on every input entry) with a one-time warning; ``strict=True`` raises instead.
 
     Example:
         >>> import numpy as np
@@ -94,13 +109,14 @@ def jacobian_sparsity(f: Callable[..., Any], argnums: int = 0) -> Callable[..., 
 
     @functools.wraps(f)
     def pattern(*args: Any, **kwargs: Any) -> Any:
-        out, _, n = trace_call(f, argnum, args, kwargs)
+        out, _, n = trace_call(f, argnum, args, kwargs, strict=strict)
         return _rows_of(out, n)
 
     return pattern
 
 
-def hessian_sparsity(f: Callable[..., Any], argnums: int = 0) -> Callable[..., Any]:
+def hessian_sparsity(f: Callable[..., Any], argnums: int = 0, *,
+                     strict: bool = False) -> Callable[..., Any]:
     """A function returning the Hessian's pattern of a scalar ``f``: a symmetric boolean
     ``scipy.sparse.csr_array`` of shape ``(in.size, in.size)``.
 
@@ -119,7 +135,7 @@ def hessian_sparsity(f: Callable[..., Any], argnums: int = 0) -> Callable[..., A
         import scipy.sparse as sp
 
         out, trace, n = trace_call(f, argnum, args, kwargs, hessian=True,
-                                   fname="hessian_sparsity")
+                                   fname="hessian_sparsity", strict=strict)
         if int(np.size(out)) != 1:
             raise ShapeError(
                 f"hessian_sparsity: the function must return a scalar, got shape "

@@ -23,9 +23,12 @@ methods are *declared*, not written one by one:
   (for non-ufunc elementwise functions such as ``np.where``) and
   :func:`declare_allocation` (``np.empty_like`` and friends: buffers to write into).
 
-A function with no declaration raises :class:`~dualad.core.errors.MissingRuleError` naming it
-(there is no silent dense fallback), unless its result carries no derivative (``np.shape``,
-``np.argmax``, comparisons), which is then a constant.
+A function with no declaration (a user's own primitive) takes the *conservative* flow:
+every entry of its result depends on every entry of its arguments, a superset of the truth,
+with a one-time :class:`ConservativeFlowWarning` naming it; under ``strict=True`` (the
+``STRICT`` context variable the sparse transforms set) it raises
+:class:`~dualad.core.errors.MissingRuleError` instead. A result that carries no derivative
+(``np.shape``, ``np.argmax``, comparisons) is a constant.
 
 Example:
     >>> import numpy as np
@@ -40,6 +43,9 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
+import operator
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -56,6 +62,9 @@ from ..derivatives.registry import derivative_kind, get_rule, on_rule_registered
 from .index_sets import IndexSets, combine, union, vstack
 
 __all__ = [
+    "CURRENT_TRACE",
+    "STRICT",
+    "ConservativeFlowWarning",
     "SparsityTracer",
     "Trace",
     "declare_allocation",
@@ -75,6 +84,9 @@ def _sparse() -> Any:
     import scipy.sparse
 
     return scipy.sparse
+
+
+_EMPTY_INDICES = np.zeros(0, dtype=np.int64)
 
 
 def _empty(m: int, n: int) -> IndexSets:
@@ -114,15 +126,171 @@ class SparsityTracer(Traced, NumpyOverloads):
     """An array of index sets: ``value`` (the array at the given point) and ``rows``, an
     :class:`~dualad.sparsity.index_sets.IndexSets` of shape ``(value.size, n)`` (set ``i``:
     what entry ``i`` depends on). Writing into it (``y[i] = ...``) replaces the written
-    entries' sets."""
+    entries' sets.
 
-    __slots__ = ("value", "rows", "trace", "level")
+    Loop-style code (``out[i] = (x[i + 1] - x[i - 2]) * x[i - 1]``) takes a scalar fast
+    path: an entry read with integer indices holds its set as a sorted tuple of ints,
+    Python arithmetic on such scalars unites the tuples without numpy calls, and writes of
+    single entries are kept aside and merged into ``rows`` in one vectorised step when
+    ``rows`` is next read.
+    """
+
+    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned")
 
     def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
         self.value = np.asarray(value, dtype=np.result_type(value, np.float64))
-        self.rows = rows
+        self._rows = rows
+        self.deps = None
+        self._pending = None
+        self._owned = False
         self.trace = trace
         self.level = trace.level
+
+    @property
+    def rows(self) -> IndexSets:
+        """The index sets of the entries (single-entry writes merged in first)."""
+        if self._pending:
+            self._flush()
+        rows = self._rows
+        if rows is None:  # a scalar of the fast path
+            deps = self.deps
+            rows = self._rows = IndexSets(np.array([0, len(deps)], dtype=np.int64),
+                                          np.array(deps, dtype=np.int64), self.trace.n)
+        return rows
+
+    @rows.setter
+    def rows(self, rows: IndexSets) -> None:
+        self._rows = rows
+        self.deps = None
+        self._pending = None
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        base = self._rows
+        m, n = base.m, base.n
+        written = np.fromiter(pending, dtype=np.int64, count=len(pending))
+        written.sort()
+        keep = np.arange(m, dtype=np.int64)
+        keep[written] = -1
+        lengths = np.zeros(m, dtype=np.int64)
+        sets = [pending[r] for r in written.tolist()]
+        lengths[written] = [len(d) for d in sets]
+        indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        flat = [i for d in sets for i in d]
+        fresh = IndexSets(indptr, np.array(flat, dtype=np.int64), n)
+        self._rows = union([base.take(keep), fresh], m, n)
+
+    def _entry(self, key: Any) -> int | None:
+        """The flat position of an integer key (or tuple of them), else None."""
+        shape = self.value.shape
+        if type(key) is int or isinstance(key, np.integer):
+            if len(shape) != 1:
+                return None
+            k, d = int(key), shape[0]
+            if not -d <= k < d:
+                return None
+            return k % d
+        if type(key) is tuple and len(key) == len(shape) and len(shape) > 0 and all(
+                type(k) is int or isinstance(k, np.integer) for k in key):
+            flat = 0
+            for k, d in zip(key, shape):
+                k = int(k)
+                if not -d <= k < d:
+                    return None
+                flat = flat * d + k % d
+            return flat
+        return None
+
+    def __getitem__(self, key: Any) -> Any:
+        flat = self._entry(key) if self.value.dtype.kind == "f" else None
+        if flat is None:
+            return super().__getitem__(key)
+        pending = self._pending
+        if pending is not None and flat in pending:
+            deps = pending[flat]
+        else:
+            rows = self._rows
+            if rows is None:
+                rows = self.rows
+            deps = tuple(rows.indices[rows.indptr[flat]:rows.indptr[flat + 1]].tolist())
+        return _scalar(self.value.item(flat), deps, self.trace)
+
+    def _fast(self, other: Any, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
+        """``self op other`` (or ``other op self``) of a scalar, without numpy: the union
+        of the sets; ``NotImplemented`` where the general path is needed."""
+        if self.trace.second is not None or self.value.ndim:
+            return NotImplemented
+        t = type(other)
+        if t is float or t is int or t is np.float64:
+            odeps: tuple = ()
+            ov = other
+        elif t is SparsityTracer and other.trace is self.trace and not other.value.ndim:
+            odeps = other.deps if other.deps is not None else \
+                tuple(other.rows.indices.tolist())
+            ov = other.value.item()
+        else:
+            return NotImplemented
+        deps = self.deps if self.deps is not None else tuple(self.rows.indices.tolist())
+        v = self.value.item()
+        try:
+            value = op(ov, v) if reflected else op(v, ov)
+        except (ZeroDivisionError, OverflowError):
+            return NotImplemented
+        if type(value) is complex:
+            return NotImplemented
+        if not odeps or odeps is deps:
+            union_deps = deps
+        elif not deps:
+            union_deps = odeps
+        else:
+            union_deps = tuple(sorted({*deps, *odeps}))
+        return _scalar(value, union_deps, self.trace)
+
+    def __add__(self, other: Any) -> Any:
+        r = self._fast(other, operator.add, False)
+        return super().__add__(other) if r is NotImplemented else r
+
+    def __radd__(self, other: Any) -> Any:
+        r = self._fast(other, operator.add, True)
+        return super().__radd__(other) if r is NotImplemented else r
+
+    def __sub__(self, other: Any) -> Any:
+        r = self._fast(other, operator.sub, False)
+        return super().__sub__(other) if r is NotImplemented else r
+
+    def __rsub__(self, other: Any) -> Any:
+        r = self._fast(other, operator.sub, True)
+        return super().__rsub__(other) if r is NotImplemented else r
+
+    def __mul__(self, other: Any) -> Any:
+        r = self._fast(other, operator.mul, False)
+        return super().__mul__(other) if r is NotImplemented else r
+
+    def __rmul__(self, other: Any) -> Any:
+        r = self._fast(other, operator.mul, True)
+        return super().__rmul__(other) if r is NotImplemented else r
+
+    def __truediv__(self, other: Any) -> Any:
+        r = self._fast(other, operator.truediv, False)
+        return super().__truediv__(other) if r is NotImplemented else r
+
+    def __rtruediv__(self, other: Any) -> Any:
+        r = self._fast(other, operator.truediv, True)
+        return super().__rtruediv__(other) if r is NotImplemented else r
+
+    def __pow__(self, other: Any) -> Any:
+        r = self._fast(other, operator.pow, False)
+        return super().__pow__(other) if r is NotImplemented else r
+
+    def __rpow__(self, other: Any) -> Any:
+        r = self._fast(other, operator.pow, True)
+        return super().__rpow__(other) if r is NotImplemented else r
+
+    def __neg__(self) -> Any:
+        if self.value.ndim == 0 and self.deps is not None:
+            return _scalar(-self.value.item(), self.deps, self.trace)
+        return super().__neg__()
 
     def _primal(self) -> Any:
         return self.value
@@ -156,9 +324,33 @@ class SparsityTracer(Traced, NumpyOverloads):
         return self.value.astype(dtype)
 
     def __setitem__(self, key: Any, item: Any) -> None:
+        flat = self._entry(key)
+        if flat is not None:
+            t = type(item)
+            if t is SparsityTracer and item.trace is self.trace and not item.value.ndim \
+                    and self.value.dtype.kind == "f" and item.value.dtype.kind == "f":
+                deps = item.deps if item.deps is not None else \
+                    tuple(item.rows.indices.tolist())
+                value = item.value.item()
+            elif t is float or t is int or t is np.float64:
+                deps, value = (), item
+            else:
+                deps = None
+            if deps is not None:
+                if not self._owned:
+                    self.value = self.value.copy()
+                    self._owned = True
+                self.value.flat[flat] = value
+                if self._rows is None:
+                    self.rows  # noqa: B018 - a fast-path scalar's sets as rows first
+                if self._pending is None:
+                    self._pending = {}
+                self._pending[flat] = deps
+                return
         key = plain(key)
         value = plain(item)
         self.value = np.array(self.value, dtype=np.result_type(self.value, value), copy=True)
+        self._owned = True
         self.value[key] = value
         size = self.value.size
         # the source of every entry: -1 nothing, 0.. this array, size.. the item
@@ -170,6 +362,19 @@ class SparsityTracer(Traced, NumpyOverloads):
         else:
             mapping[key] = -1
             self.rows = self.rows.take(mapping.reshape(-1))
+
+
+def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
+    """A 0-d tracer of the fast path: ``value`` depending on the sorted ints ``deps``."""
+    t = SparsityTracer.__new__(SparsityTracer)
+    t.value = np.array(value, dtype=np.float64)
+    t._rows = None
+    t.deps = deps
+    t._pending = None
+    t._owned = True
+    t.trace = trace
+    t.level = trace.level
+    return t
 
 
 def trace_inputs(x: Any, hessian: bool = False) -> tuple[SparsityTracer, Trace]:
@@ -247,22 +452,98 @@ index_flow = RuleFunction(_index_flow)
 
 
 def _without_flow(op: Operator, args: tuple, kwargs: dict) -> Any:
-    """A call with no declared flow: fine for a result with no derivative, else an error."""
+    """A call with no declared flow: a constant when its result carries no derivative,
+    else the conservative flow (every output entry on every input entry of the call) with
+    a one-time warning, or an error under ``strict=True``."""
     f = getattr(op, "f", None)
+    out = None
     if f is not None:
         with np.errstate(all="ignore"):
             out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
-        if not is_differentiable_output(out):
+        if not is_differentiable_output(out) and not _nested_differentiable(out):
             return out  # shape, argmax, comparisons: a constant
     name = _call_name(op)
     types = ", ".join(type(a).__name__ for a in args)
-    raise MissingRuleError(
-        f"dualad cannot detect sparsity through {name} (called with ({types})): no family "
-        f"declares how its entries flow. Declare it in dualad.sparsity.flows terms, e.g. "
-        f"declare_index_map({name}) for a function that only moves, repeats or drops "
-        f"entries, declare_reduction / declare_contraction / declare_elementwise "
-        f"otherwise; or pass the pattern yourself with sparsity=."
+    advice = (
+        f"Declare its flow with dualad.extend.declare_index_map({name}) for a function that "
+        f"only moves, repeats or drops entries, or declare_elementwise / declare_reduction / "
+        f"declare_contraction / declare_dense (all in dualad.extend); or pass the pattern "
+        f"yourself with sparsity=."
     )
+    if f is None or STRICT.get():
+        raise MissingRuleError(
+            f"dualad cannot detect sparsity through {name} (called with ({types})): no flow "
+            f"is declared for it{' and strict=True' if f is not None else ''}. {advice}"
+        )
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(
+            f"dualad: no sparsity flow is declared for {name}; assuming every entry of its "
+            f"result depends on every entry of its arguments (a superset: correct, but the "
+            f"pattern may be denser than it is). {advice} Pass strict=True to make this an "
+            f"error.", ConservativeFlowWarning, stacklevel=4,
+        )
+    return conservative_result(out, _tracers(list(args) + list(kwargs.values()), []))
+
+
+#: ``strict=True`` on a sparse transform: a call without a flow raises instead of falling
+#: back to the conservative flow (per thread and task).
+STRICT: contextvars.ContextVar[bool] = contextvars.ContextVar("dualad_sparsity_strict",
+                                                              default=False)
+#: The detection in progress in this thread or task (its :class:`Trace`), or None.
+CURRENT_TRACE: contextvars.ContextVar[Any] = contextvars.ContextVar("dualad_sparsity_trace",
+                                                                   default=None)
+_WARNED: set[str] = set()  # functions warned about (once each per process, as warnings do)
+
+
+class ConservativeFlowWarning(UserWarning):
+    """A function without a declared flow was traced with the conservative flow."""
+
+
+def rebuild(container: Any, items: list[Any]) -> Any:
+    """A list or tuple (named tuples too) like ``container`` holding ``items``."""
+    if isinstance(container, tuple) and hasattr(container, "_fields"):
+        return type(container)(*items)
+    return type(container)(items)
+
+
+def _nested_differentiable(out: Any) -> bool:
+    return isinstance(out, (list, tuple)) and any(
+        is_differentiable_output(o) or _nested_differentiable(o) for o in out)
+
+
+def every_entry(tracers: Sequence[SparsityTracer]) -> IndexSets:
+    """One set: every input entry any of ``tracers`` depends on."""
+    n = tracers[0].trace.n
+    parts = [t.rows.indices for t in tracers if t.rows.nnz]
+    indices = np.unique(np.concatenate(parts)) if parts else _EMPTY_INDICES
+    return IndexSets(np.array([0, indices.size], dtype=np.int64), indices, n)
+
+
+def repeat_set(single: IndexSets, m: int) -> IndexSets:
+    """``m`` copies of the one set ``single``."""
+    k = single.nnz
+    return IndexSets(np.arange(m + 1, dtype=np.int64) * k, np.tile(single.indices, m),
+                     single.n)
+
+
+def conservative_result(out: Any, tracers: Sequence[SparsityTracer]) -> Any:
+    """``out`` (an array or nested tuples / lists of arrays) with every entry depending on
+    every entry of ``tracers``; they all meet nonlinearly (for Hessians)."""
+    if not tracers:
+        return out
+    trace = tracers[0].trace
+    every = every_entry(tracers)
+    trace.interact(every, every)
+
+    def build(o: Any) -> Any:
+        if isinstance(o, (list, tuple)):
+            return rebuild(o, [build(a) for a in o])
+        if not is_differentiable_output(o):
+            return o
+        return _result(o, repeat_set(every, _size(np.shape(o))), trace)
+
+    return build(out)
 
 
 def _register(op_type: type, impl: Callable[..., Any], name: str) -> None:
@@ -377,8 +658,12 @@ def declare_elementwise(*funcs: Any, flowing: Iterable[int] | None = None,
 
 # -- moving entries: index maps -------------------------------------------------------------
 
-def _index_map(func: Callable[..., Any], data: tuple[int, ...]) -> Callable[..., Any]:
+def _index_map(func: Callable[..., Any], data: tuple[int, ...],
+               moves: Callable[..., bool] | None = None) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
+        if moves is not None and not moves(*args, **kwargs):
+            out = func(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+            return conservative_result(out, _tracers(list(args), []))
         tracers: list[SparsityTracer] = []
         offset = [1]
 
@@ -417,19 +702,24 @@ def _index_map(func: Callable[..., Any], data: tuple[int, ...]) -> Callable[...,
     return impl
 
 
-def declare_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
+def declare_index_map(*funcs: Any, data: Sequence[int] = (0,),
+                      moves: Callable[..., bool] | None = None) -> None:
     """``funcs`` only move, repeat or drop entries of their positional arguments ``data``
     (each an array or a sequence of arrays); other arguments are parameters.
 
     The function applied to index arrays in place of the data says which input entry each
     output entry copies; constants among the data become entries with no dependence.
 
+    ``moves(*args, **kwargs)``, when given, says whether a call only moves entries (``np.pad``
+    with ``mode="edge"`` does, ``mode="mean"`` does not); the other calls take the
+    conservative flow.
+
     Example: ``declare_index_map(np.roll, np.reshape)``; ``declare_index_map(np.append,
     data=(0, 1))``.
     """
     for func in funcs:
         for t in _op_types(func):
-            _register(t, _index_map(func, tuple(data)), function_name(func))
+            _register(t, _index_map(func, tuple(data), moves), function_name(func))
 
 
 # -- reductions ------------------------------------------------------------------------------
@@ -455,8 +745,8 @@ def reduce_groups(rows: IndexSets, shape: tuple[int, ...], axes: tuple[int, ...]
     return combine(rows, groups.reshape(-1), target, out_size)
 
 
-def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
-               ) -> Callable[..., Any]:
+def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int,
+               axis_default: Any = None) -> Callable[..., Any]:
     def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
         if type(a) in (list, tuple):  # np.sum([x, y]): the stacked array
             a = np.stack(a)
@@ -464,7 +754,7 @@ def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
         out = func(plain(a), *plain(args), **kw)
         if not isinstance(a, SparsityTracer):
             return out
-        axis = args[axis_at - 1] if len(args) >= axis_at else kwargs.get("axis")
+        axis = args[axis_at - 1] if len(args) >= axis_at else kwargs.get("axis", axis_default)
         rows = reduce_groups(a.rows, a.value.shape, _axes(axis, a.value.ndim))
         if second_order:
             a.trace.interact(rows, rows)
@@ -473,25 +763,29 @@ def _reduction(func: Callable[..., Any], second_order: bool, axis_at: int
     return impl
 
 
-def declare_reduction(*funcs: Any, second_order: bool = False, axis_at: int = 1) -> None:
+def declare_reduction(*funcs: Any, second_order: bool = False, axis_at: int = 1,
+                      axis_default: Any = None) -> None:
     """``funcs(a, axis=None, ..., keepdims=...)``: each output entry depends on its group
     of reduced entries. ``second_order``: entries of a group meet nonlinearly (``prod``).
-    ``axis_at``: the position of ``axis`` among the positional arguments.
+    ``axis_at``: the position of ``axis`` among the positional arguments;
+    ``axis_default``: its default (``0`` for ``np.add.reduce``).
 
     Example: ``declare_reduction(np.sum, np.mean)``; ``declare_reduction(np.prod,
     second_order=True)``.
     """
     for func in funcs:
         for t in _op_types(func):
-            _register(t, _reduction(func, second_order, axis_at), function_name(func))
+            _register(t, _reduction(func, second_order, axis_at, axis_default),
+                      function_name(func))
 
 
-def _scan(func: Callable[..., Any], second_order: bool) -> Callable[..., Any]:
+def _scan(func: Callable[..., Any], second_order: bool, axis_default: Any = None
+          ) -> Callable[..., Any]:
     def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
         out = func(plain(a), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
         if not isinstance(a, SparsityTracer):
             return out
-        axis = args[0] if args else kwargs.get("axis")
+        axis = args[0] if args else kwargs.get("axis", axis_default)
         shape = a.value.shape
         index = np.arange(a.value.size, dtype=np.int64).reshape(shape)
         if axis is None:  # numpy scans the flattened array
@@ -512,14 +806,14 @@ def _scan(func: Callable[..., Any], second_order: bool) -> Callable[..., Any]:
     return impl
 
 
-def declare_scan(*funcs: Any, second_order: bool = False) -> None:
+def declare_scan(*funcs: Any, second_order: bool = False, axis_default: Any = None) -> None:
     """``funcs(a, axis=None, ...)`` (``np.cumsum``): entry ``i`` along the axis depends on
     entries ``0..i`` (of the flattened array for ``axis=None``).
     ``second_order``: those entries meet nonlinearly (``np.cumprod``).
     """
     for func in funcs:
         for t in _op_types(func):
-            _register(t, _scan(func, second_order), function_name(func))
+            _register(t, _scan(func, second_order, axis_default), function_name(func))
 
 
 # -- contractions ---------------------------------------------------------------------------
@@ -623,3 +917,113 @@ def declare_allocation(*funcs: Any, fill: int | None = None) -> None:
         for t in _op_types(func):
             _register(t, _allocation(func, fill), function_name(func))
 
+
+
+# -- value-dependent moves: sorting -------------------------------------------------------
+
+def _sorting(func: Callable[..., Any], arg_func: Callable[..., Any]) -> Callable[..., Any]:
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        out = func(plain(a), *plain(args), **kw)
+        if not isinstance(a, SparsityTracer):
+            return out
+        order = arg_func(a.value, *plain(args), **kw)
+        index = np.arange(a.value.size, dtype=np.int64).reshape(a.value.shape)
+        axis = args[-1] if len(args) >= 1 + (arg_func is np.argpartition) \
+            else kwargs.get("axis", -1)
+        if axis is None:
+            index = index.reshape(-1)
+            axis = -1
+        moved = np.take_along_axis(index, order, axis=axis)
+        return _result(out, a.rows.take(moved.reshape(-1)), a.trace)
+
+    return impl
+
+
+def declare_sort(func: Any, arg_func: Any) -> None:
+    """``func`` reorders its first argument along an axis as ``arg_func`` (its ``arg``
+    version, with the same arguments) says: ``declare_sort(np.sort, np.argsort)``."""
+    for t in _op_types(func):
+        _register(t, _sorting(func, arg_func), function_name(func))
+
+
+# -- choices and histograms ------------------------------------------------------------------
+
+def _select(condlist: Any, choicelist: Any, default: Any = 0) -> Any:
+    out = np.select(plain(condlist), plain(choicelist), plain(default))
+    tracers = [c for c in list(choicelist) + [default] if isinstance(c, SparsityTracer)]
+    if not tracers or not is_differentiable_output(out):
+        return out
+    shape = np.shape(out)
+    parts = [_broadcast_rows(c, shape) for c in tracers]
+    return _result(out, _union(parts, _size(shape), tracers[0].trace.n), tracers[0].trace)
+
+
+def _bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
+    out = np.bincount(plain(x), plain(weights), minlength)
+    if not isinstance(weights, SparsityTracer):
+        return out
+    bins = np.asarray(plain(x), dtype=np.int64).reshape(-1)
+    rows = combine(weights.rows, np.arange(bins.size, dtype=np.int64), bins, out.size)
+    return _result(out, rows, weights.trace)
+
+
+def declare_select(func: Any) -> None:
+    """``np.select(condlist, choicelist, default)``: an entry depends on the entries at its
+    position of every choice and the default (both branches kept, as ``np.where``)."""
+    for t in _op_types(func):
+        _register(t, _select, function_name(func))
+
+
+def declare_bincount(func: Any) -> None:
+    """``np.bincount(x, weights)``: bin ``k`` depends on the weights of the entries ``x``
+    puts in it."""
+    for t in _op_types(func):
+        _register(t, _bincount, function_name(func))
+
+
+# -- functions that write into their first argument -----------------------------------------
+
+def _write(func: Callable[..., Any], data: tuple[int, ...]) -> Callable[..., Any]:
+    def impl(target: Any, *args: Any, **kwargs: Any) -> Any:
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        if not isinstance(target, SparsityTracer):
+            if _tracers(list(args), []):
+                raise TypeError(
+                    f"dualad: {function_name(func)} writes traced values into a plain numpy "
+                    f"array; allocate the target from the traced input (np.zeros_like(x)) so "
+                    f"that it can hold them."
+                )
+            return func(target, *plain(args), **kw)
+        # index 0: no dependence; the target's entries from 1, then each traced source's
+        sources = [target]
+        offset = 1 + target.value.size
+        target_index = np.arange(1, offset, dtype=np.intp).reshape(target.value.shape)
+        index_args = []
+        for pos, a in enumerate(args, 1):
+            if pos in data and isinstance(a, SparsityTracer):
+                sources.append(a)
+                index_args.append(np.arange(offset, offset + a.value.size,
+                                            dtype=np.intp).reshape(a.value.shape))
+                offset += a.value.size
+            elif pos in data:
+                index_args.append(np.zeros(np.shape(plain(a)), dtype=np.intp))
+            else:
+                index_args.append(plain(a))
+        func(target.value, *plain(args), **kw)
+        func(target_index, *index_args, **kw)
+        n = target.trace.n
+        stacked = vstack([_empty(1, n)] + [t.rows for t in sources], n)
+        target.rows = stacked.take(target_index.reshape(-1))
+        return None
+
+    return impl
+
+
+def declare_write(*funcs: Any, data: Sequence[int] = (1,)) -> None:
+    """``funcs(target, ...)`` write the entries of their positional arguments ``data`` into
+    ``target`` in place (``np.copyto``, ``np.put``): the written entries take those sets.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _register(t, _write(func, tuple(data)), function_name(func))
