@@ -61,7 +61,7 @@ from .core.dispatch import forward, gradient
 from .core.errors import MissingRuleError, TagMismatchError
 from .core.operators import Broadcasted, Method
 from .core.tracing import Traced, apply_operator, innermost, primitive, recording_paused
-from .core.trees import register_tree
+from .core.trees import register_tree, tree_flatten
 from .core.unbroadcast import unbroadcast
 from .derivatives.registry import (
     define_rule,
@@ -150,6 +150,7 @@ __all__ = [
     "unbroadcast",
     "lift_object_array",
     "register_tree",
+    "tree_flatten",
     # sparsity detection: how each family's entries flow
     "declare_allocation",
     "declare_bincount",
@@ -189,7 +190,6 @@ _MOVED = {
     "zero_partials": ("dualad.forward_mode.dual", "zero_partials"),
     "Variable": ("dualad", "Variable"),
     "pause_recording": ("dualad", "pause_recording"),
-    "tree_flatten": ("dualad.core.trees", "tree_flatten"),
     "tree_unflatten": ("dualad.core.trees", "tree_unflatten"),
     "tree_map": ("dualad.core.trees", "tree_map"),
     "ConversionError": ("dualad", "ConversionError"),

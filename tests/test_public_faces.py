@@ -142,3 +142,17 @@ def test_every_module_declares_its_names():
         if "__all__" not in targets:
             missing.append(str(path.relative_to(package)))
     assert missing == []
+
+
+def test_no_module_of_dualad_uses_a_dropped_extend_name():
+    """Importing every module of the package warns of no name dualad.extend dropped (the
+    rule files use its current surface)."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, pkgutil, dualad\n"
+            "for m in pkgutil.walk_packages(dualad.__path__, 'dualad.'):\n"
+            "    if m.name != 'dualad.__main__':\n"
+            "        importlib.import_module(m.name)\n")
+    subprocess.run([sys.executable, "-W", "error:dualad.extend.:DeprecationWarning", "-c",
+                    code], check=True, capture_output=True, text=True)
