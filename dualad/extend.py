@@ -22,9 +22,10 @@ from the least to the most work:
    :func:`tangent_parts` splits the arguments into values and partials (``None`` for
    constants).
 
-Both decorators take several functions at once, and ``broadcasted=True`` for the
-elementwise calls of a ufunc that has a table rule (:func:`table_tangent` is that rule's
-tangent, for the calls a refinement leaves to it). The flows of sparsity detection are
+Both decorators take several functions at once, and ``broadcasted=True`` to refine the
+table rule of a ufunc for its elementwise calls (the table's forward-mode fast paths for
+plain real values still run first; :func:`table_tangent` is the table's tangent, for the
+calls a refinement leaves to it). The flows of sparsity detection are
 declared beside the rule with the ``declare_*`` functions. dualad's own rules are written
 this way only, so none of them is listed among ``gradient.user_methods``.
 

@@ -51,9 +51,11 @@ def tangent_rule(*funcs: Any, duals: tuple[int, ...] | str = (0,), ufunc: bool =
     including calls without Duals (lists of arrays, Duals passed by keyword), and must
     compute the plain result itself when it finds no Dual. ``ufunc``: the functions are
     ufuncs called through ``__array_ufunc__`` (a ``Method`` rule, e.g. a gufunc).
-    ``broadcasted``: the rule of the elementwise calls of the ufuncs (``Broadcasted[f]``,
-    every argument may be a Dual), in place of their table rule (:func:`~dualad.forward_mode.elementwise.table_tangent`
-    gives that one, for the calls ``impl`` leaves to it).
+    ``broadcasted``: a refinement of the table rule of the ufuncs, for their elementwise
+    calls (``Broadcasted[f]``, every argument may be a Dual): the table's fast paths for
+    plain real values still run first, and ``impl`` receives the calls they decline
+    (complex values, nested Duals, ...); :func:`table_tangent` is the table's rule, for
+    the calls ``impl`` leaves to it.
     A rule a user registers later with ``@ad.forward.dispatch`` for the same function wins.
     """
     family: Any = Broadcasted if broadcasted else Method

@@ -33,7 +33,7 @@ def gradient_rule(*funcs: Any, broadcasted: bool = False
     ``impl`` returns one gradient per positional argument (None where not differentiable).
     It becomes the ``gradient`` method for ``Method[f]`` of each ``f`` in ``funcs``
     (``broadcasted=True``: for ``Broadcasted[f]``, the elementwise calls of a ufunc, in
-    place of its table rule); a rule a user registers later with ``@ad.gradient.dispatch``
+    place of its table's gradient); a rule a user registers later with ``@ad.gradient.dispatch``
     for the same function wins.
     """
     family: Any = Broadcasted if broadcasted else Method
