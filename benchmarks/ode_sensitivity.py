@@ -169,34 +169,36 @@ def _ode_net(bench, quick):
 
         return predict
 
-    def loss_with(odeint_fn, xp, **tol):
+    def loss_with(odeint_fn, xp, pack=tuple, **tol):
         def loss(params):
-            pred = odeint_fn(mlp(xp), y0, ts, tuple((params,)), **tol)
+            pred = odeint_fn(mlp(xp), y0, ts, pack((params,)), **tol)
             return xp.mean(xp.abs(pred - target))
 
         return loss
 
     def autograd_parts():
         autograd = require("autograd")
+        from autograd.builtins import tuple as ag_tuple
         from autograd.scipy.integrate import odeint as ag_odeint
 
-        return autograd, ag_odeint
+        return autograd, lambda *a, **k: ag_odeint(*a, **k), ag_tuple
 
     def flat(grads):
         return np.concatenate([np.ravel(g) for pair in grads for g in pair])
 
     tight = dict(rtol=1e-10, atol=1e-10)
     try:
-        autograd, ag_odeint = autograd_parts()
+        autograd, ag_odeint, ag_tuple = autograd_parts()
         ours = flat(ad.grad(loss_with(odeint, np, **tight))(params))
-        theirs = flat(autograd.grad(loss_with(ag_odeint, autograd.numpy, **tight))(params))
+        theirs = flat(autograd.grad(loss_with(ag_odeint, autograd.numpy, ag_tuple,
+                                              **tight))(params))
         err = f"{float(np.max(np.abs(ours - theirs)) / np.max(np.abs(theirs))):.1e}"
     except Exception as exc:  # autograd missing or failing: the timing rows say why
         err = f"n/a ({type(exc).__name__})"
 
     def make_autograd():
-        autograd, ag_odeint = autograd_parts()
-        g = autograd.grad(loss_with(ag_odeint, autograd.numpy, rtol=0.01))
+        autograd, ag_odeint, ag_tuple = autograd_parts()
+        g = autograd.grad(loss_with(ag_odeint, autograd.numpy, ag_tuple, rtol=0.01))
         return lambda: g(params)
 
     def make_dualad():
