@@ -70,6 +70,10 @@ FORWARD_MAX_INPUTS = 8
 #: 0.54 ms plain ``ad.vjp``, per evaluation (``f`` itself: 5 µs).
 DUAL_PULLBACK_MAX = 32
 
+#: Newton matrices of at most this many rows are dense (LAPACK LU), larger ones sparse
+#: (SuperLU): scipy's sparse path costs ~0.1 ms of Python per factorisation.
+DENSE_MAX = 64
+
 
 def choose_sensitivity(problem: OdeProblem, n_inputs: int) -> str:
     """``"forward"`` or ``"adjoint"`` for a gradient with ``n_inputs`` inputs."""
@@ -95,13 +99,13 @@ def adjoint_gradients(problem: OdeProblem, grad: np.ndarray, y: np.ndarray, t0: 
     pull = _pullback(problem, leaves, n, p, float(t0), y0)
 
     def rhs(t: float, state: np.ndarray) -> np.ndarray:
-        return -pull(t, sol.sol(t), state[:n])
+        return -pull(t, sol.sol, state[:n])
 
     jac = None
     if problem.implicit:
         def jac(t: float, state: np.ndarray) -> Any:
             j = problem.jacobian(t, sol.sol(t), *leaves)
-            if problem.method == "LSODA":
+            if problem.method == "LSODA" or n + p <= DENSE_MAX:
                 j = j.toarray() if _sparse.issparse(j) else np.asarray(j)
                 full = np.zeros((n + p, n + p))
                 full[:n, :n] = -j.T
@@ -200,7 +204,7 @@ def _forward_gradients(problem: OdeProblem, grad: Any, t0: Any, times: Any, y0: 
 
 def _pullback(problem: OdeProblem, leaves: tuple, n: int, p: int, t0: float,
               y0: np.ndarray) -> Any:
-    """``pull(t, y, λ)``: ``[Jᵀλ, (df/dp)ᵀλ]`` flattened, at plain values.
+    """``pull(t, y_of, λ)``: ``[Jᵀλ, (df/dp)ᵀλ]`` flattened, at ``y_of(t)`` (plain values).
 
     Few inputs (``n + p <=`` :data:`DUAL_PULLBACK_MAX`): one evaluation of ``f`` on dual
     numbers with ``n + p`` directions gives ``[J, df/dp]``, then a product with ``λ``.
@@ -217,15 +221,22 @@ def _pullback(problem: OdeProblem, leaves: tuple, n: int, p: int, t0: float,
             offset += size
         fun = problem.fun.py_func if _njit.is_njit(problem.fun) else problem.fun
 
-        def dual_pull(t: float, y: np.ndarray, lam: np.ndarray) -> np.ndarray:
-            tag = Tag()
-            out = fun(t, Dual._make(y, seeds[0], tag),
-                      *problem.bind(tuple(Dual._make(v, s, tag)
-                                          for v, s in zip(leaves, seeds[1:]))))
-            out = lift_object_array(out)
-            if not (isinstance(out, Dual) and out.tag is tag):
-                return np.zeros(n + p)
-            return np.reshape(out.partials, (n, n + p)).T @ lam
+        last: list[Any] = [None, None]  # t and [J, df/dp] there
+
+        def dual_pull(t: float, y_of: Any, lam: np.ndarray) -> np.ndarray:
+            # The adjoint is linear in λ: Newton's iterations at one t reuse the matrix.
+            if last[0] != t:
+                tag = Tag()
+                out = fun(t, Dual._make(y_of(t), seeds[0], tag),
+                          *problem.bind(tuple(Dual._make(v, s, tag)
+                                              for v, s in zip(leaves, seeds[1:]))))
+                out = lift_object_array(out)
+                if isinstance(out, Dual) and out.tag is tag:
+                    last[1] = np.reshape(out.partials, (n, n + p))
+                else:
+                    last[1] = np.zeros((n, n + p))
+                last[0] = t
+            return last[1].T @ lam
 
         return dual_pull
 
@@ -239,7 +250,8 @@ def _pullback(problem: OdeProblem, leaves: tuple, n: int, p: int, t0: float,
     except Exception:  # a function the tape cannot record: plain reverse mode per call
         tape = None
 
-    def tape_pull(t: float, y: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    def tape_pull(t: float, y_of: Any, lam: np.ndarray) -> np.ndarray:
+        y = y_of(t)
         if tape is not None:
             grads = tape.vjp(t, y, *leaves)[1](lam)[1:]
         else:

@@ -48,6 +48,9 @@ from .ode_problem import OdeProblem, ode_values
 
 __all__ = ["forward_sensitivities", "augmented_problem"]
 
+#: Newton matrices of at most this many rows are dense (LAPACK LU), larger ones sparse.
+DENSE_MAX = 64
+
 #: Absolute tolerance on sensitivities left out of the error control.
 _UNCONTROLLED_ATOL = 1e300
 
@@ -76,7 +79,9 @@ def augmented_problem(problem: OdeProblem, k: int, moving: tuple[bool, ...]) -> 
         column = _column_jacobian(problem, key, np.asarray(z[:n], dtype=np.float64),
                                   (t, s, leaves, tangents, moving))
         j = column[:n]
-        if problem.method == "LSODA":
+        if problem.method == "LSODA" or n * (k + 1) <= DENSE_MAX:
+            column = column.toarray() if _sparse.issparse(column) else column
+            j = column[:n]
             out = np.zeros((n * (k + 1),) * 2)
             out[:, :n] = column
             out[n:, n:] = np.kron(j, np.eye(k))  # S is stored row-major, shape (n, k)
