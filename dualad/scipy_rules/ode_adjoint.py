@@ -250,15 +250,22 @@ def _pullback(problem: OdeProblem, leaves: tuple, n: int, p: int, t0: float,
     except Exception:  # a function the tape cannot record: plain reverse mode per call
         tape = None
 
+    last: list[Any] = [None, None]  # t and the pullback there
+
     def tape_pull(t: float, y_of: Any, lam: np.ndarray) -> np.ndarray:
-        y = y_of(t)
-        if tape is not None:
-            grads = tape.vjp(t, y, *leaves)[1](lam)[1:]
-        else:
-            grads = vjp(lambda yy, *ll: rhs_of(t, yy, *ll), y, *leaves)[1](lam)
+        # The adjoint is linear in λ: Newton's iterations at one t reuse the pullback.
+        if last[0] != t:
+            y = y_of(t)
+            if tape is not None:
+                pullback = tape.vjp(t, y, *leaves)[1]
+                last[1] = lambda c: pullback(c)[1:]
+            else:
+                last[1] = vjp(lambda yy, *ll: rhs_of(t, yy, *ll), y, *leaves)[1]
+            last[0] = t
+        grads = last[1](lam)
         parts = [np.zeros(_size(v)) if g is None else
                  np.reshape(np.asarray(g, dtype=np.float64), (-1,))
-                 for g, v in zip(grads, (y, *leaves))]
+                 for g, v in zip(grads, (np.zeros(n), *leaves))]
         return np.concatenate(parts)
 
     return tape_pull
