@@ -45,12 +45,12 @@ from .. import njit as _njit
 from ..core.array_protocol import shape_of
 from ..extend import (
     Dual,
-    Tag,
     Traced,
     gradient_rule,
     gradients_needed,
     lift_object_array,
 )
+from ..forward_mode.dual import Tag
 from ..reverse_mode.transforms import vjp
 from ..tape import record
 from .ode_forward import forward_sensitivities
