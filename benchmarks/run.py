@@ -27,6 +27,7 @@ NAMES = [
     "brusselator1d",
     "brusselator2d",
     "stiff_ode",
+    "ode_sensitivity",
     "sparse_brusselator",
     "sparse_njit",
     "sparse_arrowhead",

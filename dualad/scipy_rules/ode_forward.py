@@ -7,11 +7,12 @@ For ``k`` tangent directions the state grows to ``z = [y, S]`` with ``S`` of sha
 
 is solved by the same method with the same tolerances. ``J S + (df/dp) P`` is one
 evaluation of ``f`` on dual numbers with ``k`` directions (compiled dual numbers for a
-``numba.njit`` right-hand side). Implicit methods get the block-diagonal Newton matrix
-``diag(J, J ⊗ I)`` (``J`` from dualad's forward mode, sparse with ``sparse=True``): the exact
-Jacobian of the augmented system also has the second-derivative blocks ``d(J S)/dy``
-below the diagonal; leaving them out is the staggered-corrector choice of CVODES, which
-changes only how fast Newton converges, not the solution.
+``numba.njit`` right-hand side). Implicit methods get the exact Jacobian of the augmented system: ``J`` and ``J ⊗ I`` on
+the diagonal (``S`` is stored row-major) and the second-derivative block
+``d(J S + (df/dp) P)/dy`` below it, from dualad's forward mode over the dual evaluation
+(sparse with ``sparse=True``). Leaving that block out (a block-diagonal Newton matrix)
+looks harmless but is not: on Robertson over ``[0, 100]`` Newton then fails so often that
+the solve takes 33 times more evaluations (measured: 33354 vs 1115).
 
 The error control covers ``S`` too (``sensitivity_error_control=True``, the default, as
 CVODES' ``errconS``); with ``False`` the step size follows ``y`` alone (cheaper, less
@@ -38,12 +39,17 @@ import numpy as np
 import scipy.sparse as _sparse
 
 from .. import njit as _njit
+from ..api import jacobian
 from ..core.array_protocol import shape_of
 from ..extend import Dual, innermost_tag, lift_object_array, tangent_rule
 from ..forward_mode.dual import Tag
+from ..sparse.compressed import sparse_jacobian
 from .ode_problem import OdeProblem, ode_values
 
 __all__ = ["forward_sensitivities", "augmented_problem"]
+
+#: Newton matrices of at most this many rows are dense (LAPACK LU), larger ones sparse.
+DENSE_MAX = 64
 
 #: Absolute tolerance on sensitivities left out of the error control.
 _UNCONTROLLED_ATOL = 1e300
@@ -67,15 +73,23 @@ def augmented_problem(problem: OdeProblem, k: int, moving: tuple[bool, ...]) -> 
 
     def jac(t: Any, z: Any, *all_leaves: Any) -> Any:
         n = np.shape(z)[0] // (k + 1)
-        j = problem.jacobian(t, z[:n], *all_leaves[:n_leaves])
-        if problem.method == "LSODA":
-            j = j.toarray() if _sparse.issparse(j) else np.asarray(j)
+        leaves, tangents = all_leaves[:n_leaves], all_leaves[n_leaves:]
+        s = np.reshape(z[n:], (n, k))
+
+        column = _column_jacobian(problem, key, np.asarray(z[:n], dtype=np.float64),
+                                  (t, s, leaves, tangents, moving))
+        j = column[:n]
+        if problem.method == "LSODA" or n * (k + 1) <= DENSE_MAX:
+            column = column.toarray() if _sparse.issparse(column) else column
+            j = column[:n]
             out = np.zeros((n * (k + 1),) * 2)
-            out[:n, :n] = j
+            out[:, :n] = column
             out[n:, n:] = np.kron(j, np.eye(k))  # S is stored row-major, shape (n, k)
             return out
         j = _sparse.csc_array(j)
-        return _sparse.block_diag([j, _sparse.kron(j, _sparse.eye_array(k))], format="csc")
+        right = _sparse.vstack([_sparse.csc_array((n, n * k)),
+                                _sparse.kron(j, _sparse.eye_array(k))])
+        return _sparse.hstack([_sparse.csc_array(column), right], format="csc")
 
     aug = OdeProblem(rhs, method=problem.method, rtol=problem.rtol, atol=problem.atol,
                      jac=jac, options=_solver_options(problem.options), name=problem.name,
@@ -85,6 +99,24 @@ def augmented_problem(problem: OdeProblem, k: int, moving: tuple[bool, ...]) -> 
     aug.k = k
     problem.derived[key] = aug
     return aug
+
+
+def _augmented_of_y(y: Any, t: Any, s: Any, leaves: tuple, tangents: tuple,
+                    moving: tuple[bool, ...], problem: OdeProblem) -> Any:
+    return np.concatenate([*_f_and_jvp(problem, t, y, s, leaves, tangents, moving)])
+
+
+def _column_jacobian(problem: OdeProblem, key: Any, y: np.ndarray, rest: tuple) -> Any:
+    """``d [f, J S + (df/dp) P] / dy``: the first block column of the augmented Jacobian
+    (``J`` and the second-derivative terms), dense, or sparse with ``sparse=True`` (its
+    pattern and colouring found once per augmented problem)."""
+    if problem.sparse:
+        column = problem.derived.get(("sparse column", key))
+        if column is None:
+            column = sparse_jacobian(_augmented_of_y, 0)
+            problem.derived[("sparse column", key)] = column
+        return column(y, *rest, problem)
+    return np.asarray(jacobian(_augmented_of_y, 0, mode="forward")(y, *rest, problem))
 
 
 def _solver_options(options: dict) -> dict:

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import scipy.integrate as _si
+from scipy.optimize import OptimizeResult
 
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.tracing import Traced
@@ -200,6 +201,15 @@ def solve_ivp(fun: Callable[..., Any], t_span: Any, y0: Any, method: Any = "RK45
     t_eval_v = None if t_eval is None else np.asarray(constant(t_eval), dtype=np.float64)
     if t_eval_v is not None and t_eval_v.ndim != 1:
         raise ValueError(f"dualad: solve_ivp: t_eval must be 1-D, got shape {t_eval_v.shape}.")
+    if t_eval is not None and not dense_output:
+        # The times are known: the solve happens once, in the primitive (reverse mode and
+        # plain values) or as part of the sensitivity system (forward mode).
+        result = OptimizeResult(t=t_eval if isinstance(t_eval, Traced) else t_eval_v,
+                                sol=None, t_events=None, y_events=None)
+        result.y = ode_values(problem, t0, t_eval, y0, *traced_leaves) if t_eval_v.size \
+            else np.zeros((shape_of(y0)[0], 0))
+        _copy_statistics(result, problem)
+        return result
     plain = _solve_plain(problem, t0v, t1v, y0v, plain_leaves, t_eval_v)
     if t_eval is None:
         interior = np.asarray(plain.t[1:-1], dtype=np.float64)
@@ -218,6 +228,18 @@ def solve_ivp(fun: Callable[..., Any], t_span: Any, y0: Any, method: Any = "RK45
     else:
         result.sol = None
     return result
+
+
+def _copy_statistics(result: Any, problem: OdeProblem) -> None:
+    """nfev, njev, nlu, status, message and success of the solve that ran (the plain one,
+    or the sensitivity system's in forward mode)."""
+    solved = [problem] + list(v for v in problem.derived.values() if isinstance(v, OdeProblem))
+    sol = next((q._last[1] for q in solved if q._last is not None and q._last[1] is not None),
+               None)
+    for name, default in (("nfev", 0), ("njev", 0), ("nlu", 0), ("status", 0),
+                          ("message", "The solver successfully reached the end of the "
+                                      "integration interval."), ("success", True)):
+        result[name] = getattr(sol, name, default) if sol is not None else default
 
 
 def _solve_plain(problem: OdeProblem, t0: float, t1: float, y0: np.ndarray, leaves: tuple,
