@@ -38,6 +38,7 @@ NAMES = [
     "import_time",
     "first_call",
     "ensemble",
+    "coverage",
 ]
 THREAD_VARS = (
     "OMP_NUM_THREADS",

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..extend import declare_index_map, shape_of
-from ._support import composite_rules
+from ..extend import declare_composite, declare_index_map, innermost_tag, shape_of, vjp
+from ._support import composite_rules, gradient_rule, tangent_rule
 
 __all__: list[str] = []
 
@@ -103,8 +103,76 @@ def _first(args: tuple, kwargs: dict) -> list[int]:
     return [0]
 
 
-composite_rules(np.convolve, _convolve, _both)
-composite_rules(np.correlate, _correlate, _both)
+def _window_start(fname: str, n: int, m: int, mode: str) -> tuple[int, int]:
+    """Where numpy's ``mode`` window starts in the full result, and its length."""
+    if mode == "full":
+        return 0, n + m - 1
+    if mode == "same":
+        if fname == "correlate" and n < m:
+            return (n - 1) - (n - 1) // 2, max(n, m)
+        return (min(n, m) - 1) // 2, max(n, m)
+    return min(n, m) - 1, max(n, m) - min(n, m) + 1
+
+
+def _plain_gradient(fname: str, grad: Any, a: Any, v: Any, mode: str) -> tuple | None:
+    """The gradients of a call on plain arrays by numpy's own convolutions (transposes:
+    the full result's cotangent convolved with the other operand reversed), or None."""
+    if not all(isinstance(x, np.ndarray) for x in (grad, a, v)) or a.ndim > 1 or v.ndim > 1:
+        return None
+    va, vv = np.reshape(a, (-1,)), np.reshape(v, (-1,))
+    n, m = va.size, vv.size
+    start, length = _window_start(fname, n, m, mode)
+    g_full = np.zeros(n + m - 1, dtype=np.result_type(grad, va, vv))
+    g_full[start:start + length] = grad
+    other = vv if fname == "convolve" else np.conj(vv[::-1])
+    ga = np.convolve(g_full, other[::-1], "valid")
+    gv = np.convolve(g_full, va[::-1], "valid")
+    if fname == "correlate":
+        gv = np.conj(gv)[::-1]
+    return np.reshape(ga, a.shape), np.reshape(gv, v.shape)
+
+
+def _convolution_rules(func: Any, impl: Any) -> None:
+    """Composite rules from ``impl`` (tangents, sparsity, nested gradients), with the
+    gradient of a call on plain arrays by numpy's own convolutions (no reverse pass
+    through ``impl``: measured in ``benchmarks/coverage.py``)."""
+    fname = func.__name__
+
+    def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+        mode = kwargs.get("mode", args[2] if len(args) > 2 else
+                          ("full" if fname == "convolve" else "valid"))
+        chosen = _both(args, kwargs)
+        if len(args) >= 2 and mode in ("full", "same", "valid"):
+            plain = _plain_gradient(fname, grad, args[0], args[1], mode)
+            if plain is not None:
+                return tuple(plain[i] if i in chosen else None for i in range(2)) + \
+                    (None,) * (len(args) - 2)
+
+        def partial(*xs: Any) -> Any:
+            full = list(args)
+            for i, x in zip(chosen, xs):
+                full[i] = x
+            return impl(*full, **kwargs)
+
+        grads = vjp(partial, *[args[i] for i in chosen])[1](grad)
+        result: list[Any] = [None] * len(args)
+        for i, g in zip(chosen, grads):
+            result[i] = g
+        return tuple(result)
+
+    def tangent_impl(*args: Any, **kwargs: Any) -> Any:
+        if innermost_tag(list(args) + list(kwargs.values())) is None:
+            return func(*args, **kwargs)
+        return impl(*args, **kwargs)
+
+    grad_impl.__name__ = tangent_impl.__name__ = f"_{fname}"
+    gradient_rule(func)(grad_impl)
+    tangent_rule(func, duals="any")(tangent_impl)
+    declare_composite(func, impl)  # sparsity detection traces through impl
+
+
+_convolution_rules(np.convolve, _convolve)
+_convolution_rules(np.correlate, _correlate)
 # sliding_window_view only moves entries: its flow is the function applied to indices
 declare_index_map(sliding_window_view)
 composite_rules(sliding_window_view, _sliding_window_view, _first)
