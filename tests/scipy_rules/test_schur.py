@@ -83,3 +83,12 @@ def test_second_order():
 def test_real_output_with_complex_eigenvalues_is_refused():
     with pytest.raises(ad.MissingRuleError, match="output='complex'"):
         ad.grad(lambda a: np.sum(linalg.schur(a)[0]))(np.array([[0.0, -1.0], [1.0, 0.0]]))
+
+
+def test_sparsity_flow_is_dense():
+    f = lambda a: linalg.schur(a.reshape(3, 3))[0].ravel()  # noqa: E731
+    assert ad.jacobian_sparsity(f)(REAL_SPECTRUM).toarray().all()
+    hess = ad.sparse_hessian(lambda a: np.sum(linalg.schur(a.reshape(3, 3))[0] ** 2))
+    np.testing.assert_allclose(hess(REAL_SPECTRUM).toarray(),
+                               ad.hessian(lambda a: np.sum(linalg.schur(a.reshape(3, 3))[0] ** 2))(
+                                   REAL_SPECTRUM), rtol=1e-8, atol=1e-8)
