@@ -150,7 +150,11 @@ def _order_statistic_gradient(v: np.ndarray, q_value: np.ndarray, axis: Any, met
         rows = _gather_rows(plan, idx)
         w = 1.0 if weight is None else np.moveaxis(
             np.reshape(np.broadcast_to(weight, q_shape + batch), (nq,) + batch), 0, -1)
-        np.add.at(out, (base + rows).ravel(), (g_last * w).ravel())
+        where, amount = (base + rows).ravel(), (g_last * w).ravel()
+        if np.iscomplexobj(amount):
+            np.add.at(out, where, amount)
+        else:
+            out[:] += np.bincount(where, weights=amount, minlength=out.size)
         return rows
 
     rows_lo = scatter(plan["lo"], None if frac is None else 1.0 - frac)
