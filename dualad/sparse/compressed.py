@@ -46,6 +46,7 @@ from ..forward_mode.dual import Dual, Tag
 from ..njit import is_njit
 from ..reverse_mode.transforms import grad, vjp
 from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
+from ..sparsity.through_njit import python_version
 from .bicoloring import REVERSE_COST, color_bidirectional
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
 from .csr_results import CsrTemplate
@@ -442,6 +443,9 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
     """
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise TypeError(f"sparse_hessian: argnums must be one int, got {argnums!r}.")
+    # an @njit function: its Python source runs on dual numbers over graph nodes (there is
+    # no compiled second-order driver)
+    f = python_version(f)
     argnum = int(argnums)
     given = None if sparsity is None else _csr(sparsity, None, "sparse_hessian")
     if given is not None and given.shape[0] != given.shape[1]:
