@@ -138,7 +138,9 @@ class SparsityTracer(Traced, NumpyOverloads):
     __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned")
 
     def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
-        self.value = np.asarray(value, dtype=np.result_type(value, np.float64))
+        if type(value) is not np.ndarray or value.dtype != np.float64:
+            value = np.asarray(value, dtype=np.result_type(value, np.float64))
+        self.value = value
         self._rows = rows
         self.deps = None
         self._pending = None
@@ -573,14 +575,20 @@ def _op_types(func: Any) -> list[type]:
 def _elementwise(f: Callable[..., Any], flowing: frozenset[int],
                  pairs: tuple[tuple[int, int], ...]) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
+        values = [a.value if type(a) is SparsityTracer else plain(a) for a in args]
         with np.errstate(all="ignore"):
-            out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+            out = f(*values, **{k: plain(v) for k, v in kwargs.items()}) if kwargs \
+                else f(*values)
         if not is_differentiable_output(out):
             return out
         shape = np.shape(out)
-        trace = next(a.trace for a in args if isinstance(a, SparsityTracer))
-        parts = {i: _broadcast_rows(a, shape) for i, a in enumerate(args)
-                 if i in flowing and isinstance(a, SparsityTracer)}
+        trace = None
+        parts: dict[int, IndexSets] = {}
+        for i, a in enumerate(args):
+            if isinstance(a, SparsityTracer):
+                trace = a.trace
+                if i in flowing:
+                    parts[i] = _broadcast_rows(a, shape)
         if trace.second is not None:
             for i, j in pairs:
                 if i in parts and j in parts:
