@@ -153,20 +153,31 @@ class _JacobianPlan:
         self.rows, self.cols = rows, cols
         self.bidi = None
         column_colors = row_colors = None
-        if mode in ("auto", "forward"):
-            column_colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
-        if mode in ("auto", "reverse"):
-            row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
         if mode == "auto":
-            kc = int(column_colors.max(initial=-1)) + 1
-            kr = int(row_colors.max(initial=-1)) + 1
-            costs = {"forward": kc, "reverse": REVERSE_COST * kr}
-            if min(costs.values()) > BIDIRECTIONAL_FROM:
+            # lower bounds first (a row's nonzeros need distinct column colours, a column's
+            # distinct row colours): a colouring that cannot win is not computed, which
+            # also avoids the dense intersection graph of a dense row or column
+            low_f = int(np.diff(pattern.indptr).max(initial=0))
+            low_r = REVERSE_COST * int(np.bincount(cols, minlength=1).max())
+            costs: dict[str, int] = {}
+            if min(low_f, low_r) > BIDIRECTIONAL_FROM:
                 self.bidi = color_bidirectional(pattern)
                 costs["bidirectional"] = self.bidi.cost
+            if not costs or low_f <= min(costs.values()):
+                column_colors = _best_colors(color_columns, pattern) if n else \
+                    np.zeros(0, np.int64)
+                costs["forward"] = int(column_colors.max(initial=-1)) + 1
+            if low_r < min(costs.values()):
+                row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
+                costs["reverse"] = REVERSE_COST * (int(row_colors.max(initial=-1)) + 1)
             self.kind = min(costs, key=lambda k: (costs[k], k != "forward"))
         else:
             self.kind = mode
+            if mode == "forward":
+                column_colors = _best_colors(color_columns, pattern) if n else \
+                    np.zeros(0, np.int64)
+            elif mode == "reverse":
+                row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
         if self.kind == "bidirectional":
             if self.bidi is None:
                 self.bidi = color_bidirectional(pattern)
