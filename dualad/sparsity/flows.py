@@ -135,7 +135,7 @@ class SparsityTracer(Traced, NumpyOverloads):
     ``rows`` is next read.
     """
 
-    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned")
+    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned", "_lists")
 
     def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
         if type(value) is not np.ndarray or value.dtype != np.float64:
@@ -145,6 +145,7 @@ class SparsityTracer(Traced, NumpyOverloads):
         self.deps = None
         self._pending = None
         self._owned = False
+        self._lists = None
         self.trace = trace
         self.level = trace.level
 
@@ -165,6 +166,7 @@ class SparsityTracer(Traced, NumpyOverloads):
         self._rows = rows
         self.deps = None
         self._pending = None
+        self._lists = None
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, None
@@ -182,6 +184,7 @@ class SparsityTracer(Traced, NumpyOverloads):
         flat = [i for d in sets for i in d]
         fresh = IndexSets(indptr, np.array(flat, dtype=np.int64), n)
         self._rows = union([base.take(keep), fresh], m, n)
+        self._lists = None
 
     def _entry(self, key: Any) -> int | None:
         """The flat position of an integer key (or tuple of them), else None."""
@@ -212,10 +215,12 @@ class SparsityTracer(Traced, NumpyOverloads):
         if pending is not None and flat in pending:
             deps = pending[flat]
         else:
-            rows = self._rows
-            if rows is None:
-                rows = self.rows
-            deps = tuple(rows.indices[rows.indptr[flat]:rows.indptr[flat + 1]].tolist())
+            lists = self._lists
+            if lists is None:  # the rows as Python lists, once: reads are list slices
+                rows = self._rows if self._rows is not None else self.rows
+                lists = self._lists = (rows.indptr.tolist(), rows.indices.tolist())
+            indptr, indices = lists
+            deps = tuple(indices[indptr[flat]:indptr[flat + 1]])
         return _scalar(self.value.item(flat), deps, self.trace)
 
     def _fast(self, other: Any, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
@@ -374,6 +379,7 @@ def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
     t.deps = deps
     t._pending = None
     t._owned = True
+    t._lists = None
     t.trace = trace
     t.level = trace.level
     return t
