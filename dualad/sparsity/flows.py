@@ -840,19 +840,15 @@ def _as_matrix(x: Any, left: bool) -> tuple[np.ndarray, bool]:
 
 
 def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
-    name = function_name(func)
-
     def impl(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         out = func(plain(a), plain(b), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
         av, bv = np.asarray(plain(a)), np.asarray(plain(b))
         if av.ndim == 0 or bv.ndim == 0:
             return index_flow(Broadcasted.instance(np.multiply), a, b)
-        if av.ndim > 2 or bv.ndim > 2:
-            raise MissingRuleError(
-                f"dualad: sparsity detection of np.{name} supports operands of at most 2 "
-                f"dimensions, got shapes {av.shape} and {bv.shape}; loop over the batch "
-                f"axis or pass sparsity= yourself."
-            )
+        if av.ndim > 2 or bv.ndim > 2:  # stacks of matrices: probed (linear in each)
+            from .coarse import probed_flow
+
+            return probed_flow(func)(a, b, *args, **kwargs)
         am, _ = _as_matrix(a, True)
         bm, _ = _as_matrix(b, False)
         m, k = am.shape
@@ -885,9 +881,10 @@ def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def declare_contraction(*funcs: Any) -> None:
-    """Matrix products (``np.matmul``, ``np.dot``) of operands with at most 2 dimensions:
+    """Matrix products (``np.matmul``, ``np.dot``): for operands with at most 2 dimensions
     ``out[i, j]`` depends on ``a[i, l]`` and ``b[l, j]`` for every ``l`` where the other
-    factor is not a constant zero; two traced factors meet nonlinearly.
+    factor is not a constant zero; two traced factors meet nonlinearly. Stacks of matrices
+    take the probed flow of :func:`dualad.sparsity.coarse.declare_probed`.
     """
     for func in funcs:
         for t in _op_types(func):

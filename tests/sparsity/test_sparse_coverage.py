@@ -248,3 +248,13 @@ def test_a_user_declaration_through_dualad_extend():
                                   | np.eye(4, k=3, dtype=bool))
     J = sparse_jacobian(_shifted_products, mode="reverse")(x)
     np.testing.assert_allclose(J.toarray(), ad.jacobian(_shifted_products, mode="reverse")(x))
+
+
+def test_stacked_matrix_products_are_probed():
+    x = np.arange(1.0, 13.0)
+    for f in (lambda x: np.matmul(x.reshape(2, 2, 3), np.eye(3)[:, :2]).ravel(),
+              lambda x: (x[:8].reshape(2, 2, 2) @ x[4:12].reshape(2, 2, 2)).ravel()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConservativeFlowWarning)
+            pattern = jacobian_sparsity(f, strict=True)(x).toarray()
+        np.testing.assert_array_equal(pattern, ad.jacobian(f)(x) != 0)
