@@ -21,7 +21,8 @@ compressed jvp with dualad's colours (vmap of jvp over the seed columns, then th
 gather, all inside jit); the analytic sparse Jacobian; and (N = 32) dualad's dense forward
 Jacobian. "detection + colouring" rows time jacobian_sparsity + color_columns from scratch
 against scipy's group_columns on the known pattern (colouring only); the colours column
-gives both counts. asdex (JAX) is not a dependency and has no row. "solve_ivp BDF" times whole solves (interleaved rounds) with
+gives both counts. asdex (JAX's automatic sparse differentiation, its own detection and
+colouring) has a row when it is installed (it is not a dependency). "solve_ivp BDF" times whole solves (interleaved rounds) with
 jac_sparsity=pattern (scipy's sparse finite differences, the baseline) and with
 jac=ad.ode_jacobian(f, sparse=True). "sparse Hessian" times dualad.sparse.sparse_hessian of
 the extended Rosenbrock function at n = 10⁴ against one dualad gradient (the baseline).
@@ -52,6 +53,11 @@ def analytic_sparse(y, n):
 
 def _err(ref):
     def check(result):
+        import scipy.sparse as sp
+
+        if not sp.issparse(result):  # a JAX sparse or dense array (asdex)
+            dense = result.todense() if hasattr(result, "todense") else result
+            result = sp.csr_array(np.asarray(dense))
         diff = abs(result - ref)
         return {"max abs err": f"{diff.max() if diff.nnz else 0.0:.1e}"}
 
@@ -109,12 +115,24 @@ def _jacobian_rows(bench, n, quick):
 
         return call
 
+    def asdex_jacobian():
+        jax = require("jax")
+        asdex = require("asdex")
+        fj = make_rhs(n, jax.numpy)
+        try:
+            jac = jax.jit(asdex.jacobian(fj, input_shape=states))
+        except TypeError:  # older releases take a sample input
+            jac = jax.jit(asdex.jacobian(fj, jax.numpy.asarray(y)))
+        yj = jax.numpy.asarray(y)
+        return lambda: jax.block_until_ready(jac(yj))
+
     extra = {"colours": f"dualad {k}, scipy groups {int(groups.max()) + 1}"}
     methods = [
         ("scipy approx_derivative(sparsity=)", BASELINE, scipy_fd, None),
         ("analytic sparse", REFERENCE, lambda: lambda: analytic_sparse(y, n), None),
         ("dualad sparse_jacobian", DUALAD, dualad_sparse, None),
         ("jax.jit compressed jvp", PEER, jax_compressed, "jax"),
+        ("asdex jax.jit(asdex.jacobian)", PEER, asdex_jacobian, "asdex"),
     ]
     def dense():
         jac = ad.jacobian(f, mode="forward")

@@ -113,22 +113,40 @@ def color_bidirectional(pattern: Any) -> Bicoloring:
     """
     m, n, indptr, indices = _csr_parts(pattern)
     rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(indptr))
-    best = _split(m, n, indptr, indices, np.ones(indices.size, dtype=bool))
+
+    def bound(forward_entry: np.ndarray) -> int:
+        """A lower bound of a split's cost, without colouring: the nonzeros of one row
+        need distinct forward colours, those of one column distinct reverse colours.
+        (It also skips splits whose colouring graph is dense: a dense row read forward
+        joins every pair of columns.)"""
+        f_rows = rows[forward_entry]
+        r_cols = indices[~forward_entry]
+        kf = int(np.bincount(f_rows).max()) if f_rows.size else 0
+        kr = int(np.bincount(r_cols).max()) if r_cols.size else 0
+        return kf + REVERSE_COST * kr
+
     row_order = np.argsort(-np.diff(indptr), kind="stable")
     col_order = np.argsort(-np.bincount(indices, minlength=n), kind="stable")
-    for count in _COUNTS:
-        if count < m:  # the heaviest rows to reverse
-            chosen = np.zeros(m, dtype=bool)
-            chosen[row_order[:count]] = True
-            candidate = _split(m, n, indptr, indices, ~chosen[rows])
-            if candidate.cost < best.cost:
-                best = candidate
-        if count < n:  # the heaviest columns to forward, the rest to reverse
-            chosen = np.zeros(n, dtype=bool)
-            chosen[col_order[:count]] = True
-            candidate = _split(m, n, indptr, indices, chosen[indices])
-            if candidate.cost < best.cost:
-                best = candidate
+    candidates = [np.ones(indices.size, dtype=bool)]  # all forward: a column colouring
+    # the heaviest rows to reverse, or the heaviest columns to forward (the rest to
+    # reverse), in growing numbers
+    for by_rows in (True, False):
+        size, order = (m, row_order) if by_rows else (n, col_order)
+        for count in _COUNTS:
+            if count >= size:
+                break
+            chosen = np.zeros(size, dtype=bool)
+            chosen[order[:count]] = True
+            candidates.append(~chosen[rows] if by_rows else chosen[indices])
+    # the most promising first; a candidate is coloured only if its bound can beat the best
+    bounds = [bound(c) for c in candidates]
+    best = None
+    for k in np.argsort(bounds, kind="stable"):
+        if best is not None and bounds[k] >= best.cost:
+            break
+        candidate = _split(m, n, indptr, indices, candidates[k])
+        if best is None or candidate.cost < best.cost:
+            best = candidate
     return best
 
 

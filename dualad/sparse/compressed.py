@@ -46,6 +46,7 @@ from ..forward_mode.dual import Dual, Tag
 from ..njit import is_njit
 from ..reverse_mode.transforms import grad, vjp
 from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
+from ..sparsity.through_njit import python_version
 from .bicoloring import REVERSE_COST, color_bidirectional
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
 from .csr_results import CsrTemplate
@@ -129,6 +130,38 @@ def _mismatch(direct: np.ndarray, product: np.ndarray, scale: np.ndarray) -> boo
     return bool(bad.any())
 
 
+def _pullbacks(pullback: Callable[..., Any], seeds: np.ndarray, oshape: tuple[int, ...],
+               n: int) -> np.ndarray:
+    """``(k, n)``: the pullbacks of the ``k`` columns of ``seeds`` (``m x k``).
+
+    With more than two seeds they are taken in one reverse pass: the cotangent is a dual
+    number carrying the seeds as its partials, and the pullback, linear in it, returns them
+    pulled back as its partials. The last one is compared with a plain pullback of the same
+    seed; a rule that cannot take a dual cotangent, or a mismatch, falls back to one pass
+    per seed (never a silently wrong row)."""
+    k = seeds.shape[1]
+
+    def one(c: int) -> np.ndarray:
+        return np.reshape(pullback(np.reshape(seeds[:, c], oshape))[0], -1)
+
+    if k > 2:
+        tag = Tag()
+        cotangent = Dual._make(np.zeros(oshape), np.ascontiguousarray(seeds).reshape(
+            oshape + (k,)), tag)
+        try:
+            g = pullback(cotangent)[0]
+        except (TypeError, ValueError, DualadError):
+            g = None
+        if isinstance(g, Dual) and g.tag is tag:
+            rows = np.asarray(g.partials).reshape(n, k).T
+            last = one(k - 1)
+            with np.errstate(invalid="ignore"):
+                close = np.abs(rows[-1] - last) <= CHECK_RTOL * (np.abs(last) + 1.0) * 10
+            if close.all():
+                return rows
+    return np.stack([one(c) for c in range(k)])
+
+
 class _JacobianPlan:
     """A pattern, its colouring and where each nonzero sits in the compressed result.
 
@@ -152,20 +185,31 @@ class _JacobianPlan:
         self.rows, self.cols = rows, cols
         self.bidi = None
         column_colors = row_colors = None
-        if mode in ("auto", "forward"):
-            column_colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
-        if mode in ("auto", "reverse"):
-            row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
         if mode == "auto":
-            kc = int(column_colors.max(initial=-1)) + 1
-            kr = int(row_colors.max(initial=-1)) + 1
-            costs = {"forward": kc, "reverse": REVERSE_COST * kr}
-            if min(costs.values()) > BIDIRECTIONAL_FROM:
+            # lower bounds first (a row's nonzeros need distinct column colours, a column's
+            # distinct row colours): a colouring that cannot win is not computed, which
+            # also avoids the dense intersection graph of a dense row or column
+            low_f = int(np.diff(pattern.indptr).max(initial=0))
+            low_r = REVERSE_COST * int(np.bincount(cols, minlength=1).max())
+            costs: dict[str, int] = {}
+            if min(low_f, low_r) > BIDIRECTIONAL_FROM:
                 self.bidi = color_bidirectional(pattern)
                 costs["bidirectional"] = self.bidi.cost
+            if not costs or low_f <= min(costs.values()):
+                column_colors = _best_colors(color_columns, pattern) if n else \
+                    np.zeros(0, np.int64)
+                costs["forward"] = int(column_colors.max(initial=-1)) + 1
+            if low_r < min(costs.values()):
+                row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
+                costs["reverse"] = REVERSE_COST * (int(row_colors.max(initial=-1)) + 1)
             self.kind = min(costs, key=lambda k: (costs[k], k != "forward"))
         else:
             self.kind = mode
+            if mode == "forward":
+                column_colors = _best_colors(color_columns, pattern) if n else \
+                    np.zeros(0, np.int64)
+            elif mode == "reverse":
+                row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
         if self.kind == "bidirectional":
             if self.bidi is None:
                 self.bidi = color_bidirectional(pattern)
@@ -283,8 +327,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
                     f"sparse_jacobian: sparsity= has shape {plan.pattern.shape} but the "
                     f"Jacobian has shape {(int(np.prod(oshape, dtype=np.int64)), n)}."
                 )
-            comp = np.stack([np.reshape(pullback(np.reshape(plan.seed[:, c], oshape))[0], -1)
-                             for c in range(plan.k + 1)]) if m else np.zeros((1, n))
+            comp = _pullbacks(pullback, plan.seed, oshape, n) if m else np.zeros((1, n))
             data = comp[:plan.k].reshape(-1)[plan.take] if plan.k else np.zeros(0)
             jac = plan.template.with_data(data)
             r = plan.seed[:, plan.k] if m else np.zeros(0)
@@ -342,9 +385,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
                 return f(*call, **kwargs)
 
             out, pullback = vjp(of_x, x)
-            oshape = shape_of(out)
-            back = np.stack([np.reshape(pullback(np.reshape(plan.rseed[:, c], oshape))[0], -1)
-                             for c in range(kr)])
+            back = _pullbacks(pullback, plan.rseed, shape_of(out), n)
         else:
             back = np.zeros((0, n))
         flat = np.concatenate([p[:, :plan.k].reshape(-1), back.reshape(-1)])
@@ -442,6 +483,9 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
     """
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise TypeError(f"sparse_hessian: argnums must be one int, got {argnums!r}.")
+    # an @njit function: its Python source runs on dual numbers over graph nodes (there is
+    # no compiled second-order driver)
+    f = python_version(f)
     argnum = int(argnums)
     given = None if sparsity is None else _csr(sparsity, None, "sparse_hessian")
     if given is not None and given.shape[0] != given.shape[1]:

@@ -44,10 +44,9 @@ MAX_WIDTH = 16
 
 
 def _width(k: int) -> int:
-    width = 1
-    while width < min(k, MAX_WIDTH):
-        width *= 2
-    return width
+    """Directions per pass for ``k`` (colours and the check): all of them up to
+    :data:`MAX_WIDTH` (no rounding up: the dual arithmetic grows with the width)."""
+    return max(1, min(k, MAX_WIDTH))
 
 
 class _NjitPlan:

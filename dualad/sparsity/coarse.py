@@ -50,7 +50,7 @@ from .flows import (
 )
 from .index_sets import combine, union
 
-__all__ = ["PROBE_LIMIT", "declare_dense", "declare_probed"]
+__all__ = ["PROBE_LIMIT", "declare_dense", "declare_probed", "probed_flow"]
 
 #: Above this many entries in a traced argument, probing gives way to the dense flow.
 PROBE_LIMIT = 4096
@@ -110,6 +110,12 @@ def declare_dense(*funcs: Any, core: int | None = None) -> None:
     for func in funcs:
         for t in _op_types(func):
             _register(t, _dense(func, core), function_name(func))
+
+
+def probed_flow(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The probed flow of ``func`` (see :func:`declare_probed`), as a function of its
+    arguments."""
+    return _probed(func)
 
 
 def _probed(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -135,14 +135,17 @@ class SparsityTracer(Traced, NumpyOverloads):
     ``rows`` is next read.
     """
 
-    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned")
+    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned", "_lists")
 
     def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
-        self.value = np.asarray(value, dtype=np.result_type(value, np.float64))
+        if type(value) is not np.ndarray or value.dtype != np.float64:
+            value = np.asarray(value, dtype=np.result_type(value, np.float64))
+        self.value = value
         self._rows = rows
         self.deps = None
         self._pending = None
         self._owned = False
+        self._lists = None
         self.trace = trace
         self.level = trace.level
 
@@ -163,6 +166,7 @@ class SparsityTracer(Traced, NumpyOverloads):
         self._rows = rows
         self.deps = None
         self._pending = None
+        self._lists = None
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, None
@@ -180,6 +184,7 @@ class SparsityTracer(Traced, NumpyOverloads):
         flat = [i for d in sets for i in d]
         fresh = IndexSets(indptr, np.array(flat, dtype=np.int64), n)
         self._rows = union([base.take(keep), fresh], m, n)
+        self._lists = None
 
     def _entry(self, key: Any) -> int | None:
         """The flat position of an integer key (or tuple of them), else None."""
@@ -210,10 +215,12 @@ class SparsityTracer(Traced, NumpyOverloads):
         if pending is not None and flat in pending:
             deps = pending[flat]
         else:
-            rows = self._rows
-            if rows is None:
-                rows = self.rows
-            deps = tuple(rows.indices[rows.indptr[flat]:rows.indptr[flat + 1]].tolist())
+            lists = self._lists
+            if lists is None:  # the rows as Python lists, once: reads are list slices
+                rows = self._rows if self._rows is not None else self.rows
+                lists = self._lists = (rows.indptr.tolist(), rows.indices.tolist())
+            indptr, indices = lists
+            deps = tuple(indices[indptr[flat]:indptr[flat + 1]])
         return _scalar(self.value.item(flat), deps, self.trace)
 
     def _fast(self, other: Any, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
@@ -372,6 +379,7 @@ def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
     t.deps = deps
     t._pending = None
     t._owned = True
+    t._lists = None
     t.trace = trace
     t.level = trace.level
     return t
@@ -573,14 +581,20 @@ def _op_types(func: Any) -> list[type]:
 def _elementwise(f: Callable[..., Any], flowing: frozenset[int],
                  pairs: tuple[tuple[int, int], ...]) -> Callable[..., Any]:
     def impl(*args: Any, **kwargs: Any) -> Any:
+        values = [a.value if type(a) is SparsityTracer else plain(a) for a in args]
         with np.errstate(all="ignore"):
-            out = f(*plain(args), **{k: plain(v) for k, v in kwargs.items()})
+            out = f(*values, **{k: plain(v) for k, v in kwargs.items()}) if kwargs \
+                else f(*values)
         if not is_differentiable_output(out):
             return out
         shape = np.shape(out)
-        trace = next(a.trace for a in args if isinstance(a, SparsityTracer))
-        parts = {i: _broadcast_rows(a, shape) for i, a in enumerate(args)
-                 if i in flowing and isinstance(a, SparsityTracer)}
+        trace = None
+        parts: dict[int, IndexSets] = {}
+        for i, a in enumerate(args):
+            if isinstance(a, SparsityTracer):
+                trace = a.trace
+                if i in flowing:
+                    parts[i] = _broadcast_rows(a, shape)
         if trace.second is not None:
             for i, j in pairs:
                 if i in parts and j in parts:
@@ -826,19 +840,15 @@ def _as_matrix(x: Any, left: bool) -> tuple[np.ndarray, bool]:
 
 
 def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
-    name = function_name(func)
-
     def impl(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         out = func(plain(a), plain(b), *plain(args), **{k: plain(v) for k, v in kwargs.items()})
         av, bv = np.asarray(plain(a)), np.asarray(plain(b))
         if av.ndim == 0 or bv.ndim == 0:
             return index_flow(Broadcasted.instance(np.multiply), a, b)
-        if av.ndim > 2 or bv.ndim > 2:
-            raise MissingRuleError(
-                f"dualad: sparsity detection of np.{name} supports operands of at most 2 "
-                f"dimensions, got shapes {av.shape} and {bv.shape}; loop over the batch "
-                f"axis or pass sparsity= yourself."
-            )
+        if av.ndim > 2 or bv.ndim > 2:  # stacks of matrices: probed (linear in each)
+            from .coarse import probed_flow
+
+            return probed_flow(func)(a, b, *args, **kwargs)
         am, _ = _as_matrix(a, True)
         bm, _ = _as_matrix(b, False)
         m, k = am.shape
@@ -871,9 +881,10 @@ def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def declare_contraction(*funcs: Any) -> None:
-    """Matrix products (``np.matmul``, ``np.dot``) of operands with at most 2 dimensions:
+    """Matrix products (``np.matmul``, ``np.dot``): for operands with at most 2 dimensions
     ``out[i, j]`` depends on ``a[i, l]`` and ``b[l, j]`` for every ``l`` where the other
-    factor is not a constant zero; two traced factors meet nonlinearly.
+    factor is not a constant zero; two traced factors meet nonlinearly. Stacks of matrices
+    take the probed flow of :func:`dualad.sparsity.coarse.declare_probed`.
     """
     for func in funcs:
         for t in _op_types(func):

@@ -218,3 +218,25 @@ def test_random_sparse_functions(m, n, density, seed):
     for mode in ("forward", "reverse"):
         got = sparse_jacobian(f, mode=mode)(x)
         np.testing.assert_allclose(got.toarray(), dense, rtol=1e-13, atol=1e-13)
+
+
+def test_pullbacks_in_one_pass_match_one_pass_per_seed_or_fall_back():
+    from dualad.forward_mode.dual import Dual
+    from dualad.sparse.compressed import _pullbacks
+
+    rng = np.random.default_rng(5)
+    jac = rng.normal(size=(6, 4))
+    seeds = rng.normal(size=(6, 5))
+
+    def pullback(cotangent):
+        return (np.asarray(cotangent) @ jac if not isinstance(cotangent, Dual)
+                else cotangent @ jac,)
+
+    np.testing.assert_allclose(_pullbacks(pullback, seeds, (6,), 4), seeds.T @ jac)
+
+    def dropping(cotangent):  # a rule that loses the dual partials: zeros, not an error
+        if isinstance(cotangent, Dual):
+            return (np.zeros(4),)
+        return (cotangent @ jac,)
+
+    np.testing.assert_allclose(_pullbacks(dropping, seeds, (6,), 4), seeds.T @ jac)

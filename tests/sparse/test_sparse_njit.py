@@ -182,3 +182,17 @@ def test_detection_through_plain_buffers_and_list_arrays():
         expected[i, i] = expected[i, i - 1] = True
     np.testing.assert_array_equal(pattern, expected)
     assert model(x).tolist() == [0.0, 2.0, 6.0, 12.0]  # the compiled function is untouched
+
+
+def test_sparse_hessian_of_an_njit_function_runs_its_python_source():
+    @numba.njit
+    def chain(x):
+        s = 0.0
+        for i in range(x.shape[0] - 1):
+            s += x[i] * x[i + 1] ** 2
+        return s
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    H = ad.sparse_hessian(chain)(x)
+    np.testing.assert_allclose(H.toarray(), ad.hessian(chain.py_func)(x), rtol=1e-12)
+    assert H.nnz == 10

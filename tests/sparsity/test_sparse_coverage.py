@@ -224,3 +224,37 @@ def test_strict_raises_naming_the_public_api():
                          (hessian_sparsity, lambda x: np.sum(f(x)))):
         with pytest.raises(ad.MissingRuleError, match=r"dualad\.extend\.declare_index_map"):
             transform(g, strict=True)(np.ones(3))
+
+
+@ad.primitive
+def _shifted_products(x):
+    return x * np.roll(x, 1)
+
+
+@ad.gradient.dispatch
+def _shifted_products_gradient(op: ad.Method[_shifted_products], grad, output, x):
+    return (grad * np.roll(x, 1) + np.roll(grad * x, -1),)
+
+
+def test_a_user_declaration_through_dualad_extend():
+    from dualad import extend
+
+    extend.declare_composite(_shifted_products, lambda x: x * np.roll(x, 1))
+    x = np.arange(1.0, 5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConservativeFlowWarning)
+        pattern = jacobian_sparsity(_shifted_products, strict=True)(x).toarray()
+    np.testing.assert_array_equal(pattern, np.eye(4, dtype=bool) | np.eye(4, k=-1, dtype=bool)
+                                  | np.eye(4, k=3, dtype=bool))
+    J = sparse_jacobian(_shifted_products, mode="reverse")(x)
+    np.testing.assert_allclose(J.toarray(), ad.jacobian(_shifted_products, mode="reverse")(x))
+
+
+def test_stacked_matrix_products_are_probed():
+    x = np.arange(1.0, 13.0)
+    for f in (lambda x: np.matmul(x.reshape(2, 2, 3), np.eye(3)[:, :2]).ravel(),
+              lambda x: (x[:8].reshape(2, 2, 2) @ x[4:12].reshape(2, 2, 2)).ravel()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConservativeFlowWarning)
+            pattern = jacobian_sparsity(f, strict=True)(x).toarray()
+        np.testing.assert_array_equal(pattern, ad.jacobian(f)(x) != 0)
