@@ -101,12 +101,14 @@ class Trace:
     """One sparsity detection: ``n`` input entries, and (for Hessians) the pairs of input
     entries that meet in a nonlinear operation."""
 
-    __slots__ = ("n", "level", "second")
+    __slots__ = ("n", "level", "second", "pairs")
 
     def __init__(self, n: int, hessian: bool = False) -> None:
         self.n = n
         self.level = new_level()
         self.second: list[Any] | None = [] if hessian else None
+        #: interactions of the scalar fast path: pairs of sorted tuples of input entries
+        self.pairs: list[tuple[tuple, tuple]] = []
 
     def interact(self, a: IndexSets, b: IndexSets) -> None:
         """Entries of ``a``'s sets meet those of ``b``'s sets (row by row) nonlinearly."""
@@ -115,10 +117,16 @@ class Trace:
 
     def hessian_pattern(self) -> Any:
         """The symmetric ``n x n`` pattern (scipy.sparse) of every interaction recorded."""
+        sp = _sparse()
         n = self.n
-        total = _sparse().csr_array((n, n), dtype=bool)
+        total = sp.csr_array((n, n), dtype=bool)
         for part in self.second or ():
             total = total + part
+        if self.pairs:
+            rows = [i for a, b in self.pairs for i in a for _ in b]
+            cols = [j for a, b in self.pairs for _ in a for j in b]
+            total = total + sp.csr_array((np.ones(len(rows), dtype=bool), (rows, cols)),
+                                         shape=(n, n))
         return (total + total.T).tocsr()
 
 
@@ -225,8 +233,9 @@ class SparsityTracer(Traced, NumpyOverloads):
 
     def _fast(self, other: Any, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
         """``self op other`` (or ``other op self``) of a scalar, without numpy: the union
-        of the sets; ``NotImplemented`` where the general path is needed."""
-        if self.trace.second is not None or self.value.ndim:
+        of the sets (and, for Hessians, the pairs that meet nonlinearly, as the rules'
+        tables say); ``NotImplemented`` where the general path is needed."""
+        if self.value.ndim:
             return NotImplemented
         t = type(other)
         if t is float or t is int or t is np.float64:
@@ -252,6 +261,18 @@ class SparsityTracer(Traced, NumpyOverloads):
             union_deps = odeps
         else:
             union_deps = tuple(sorted({*deps, *odeps}))
+        if self.trace.second is not None and op is not operator.add and op is not operator.sub:
+            left, right = (odeps, deps) if reflected else (deps, odeps)
+            pairs = self.trace.pairs
+            if op is operator.mul:
+                pairs.append((left, right))
+            elif op is operator.truediv:
+                pairs.append((left, right))
+                pairs.append((right, right))
+            else:  # power: every traced operand meets the base and itself
+                pairs.append((left, left))
+                pairs.append((left, right))
+                pairs.append((right, union_deps))
         return _scalar(value, union_deps, self.trace)
 
     def __add__(self, other: Any) -> Any:

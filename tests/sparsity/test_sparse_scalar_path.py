@@ -151,3 +151,20 @@ def test_complex_entries_take_the_array_path():
     assert pattern.all()
     dense = ad.jacobian(f)(x)
     assert not (np.abs(dense) > 1e-12)[~pattern].any()
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 6),
+       steps=st.lists(st.tuples(st.sampled_from(OPS), st.integers(-1, 5),
+                                st.floats(0.5, 2.0)), max_size=4),
+       seed=st.integers(0, 2**16))
+def test_loop_program_hessian_pattern_matches_the_array_path(n, steps, seed):
+    def total(program):
+        return lambda x: np.sum(program(x) * np.linspace(1.0, 2.0, n))
+
+    x = np.random.default_rng(seed).uniform(0.5, 1.5, n)
+    scalar = hessian_sparsity(total(_program(n, steps)))(x).toarray()
+    general = hessian_sparsity(total(_program(n, steps, sliced=True)))(x).toarray()
+    np.testing.assert_array_equal(scalar, general)
+    dense = ad.hessian(total(_program(n, steps)))(x)
+    assert not (np.abs(dense) > 1e-10)[~scalar].any()
