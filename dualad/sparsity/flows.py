@@ -275,6 +275,13 @@ class SparsityTracer(Traced, NumpyOverloads):
                 pairs.append((right, union_deps))
         return _scalar(value, union_deps, self.trace)
 
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs and not self.value.ndim:
+            r = _scalar_ufunc(ufunc, inputs, self.trace)
+            if r is not NotImplemented:
+                return r
+        return super().__array_ufunc__(ufunc, method, *inputs, **kwargs)
+
     def __add__(self, other: Any) -> Any:
         r = self._fast(other, operator.add, False)
         return super().__add__(other) if r is NotImplemented else r
@@ -579,6 +586,7 @@ def _register(op_type: type, impl: Callable[..., Any], name: str) -> None:
     if op_type in _DECLARED:  # one declaration per operator (np.max is np.amax)
         return
     _DECLARED.add(op_type)
+    _UFUNC_STRUCTURES.clear()
 
     def method(op, *args, **kwargs):  # plum: no annotations here
         return impl(*args, **kwargs)
@@ -627,6 +635,14 @@ def _elementwise(f: Callable[..., Any], flowing: frozenset[int],
 
 def _rule_flow_impl(rule: Any) -> Callable[..., Any]:
     """The flow of one elementwise table rule: which arguments flow, which pairs meet."""
+    flowing, pairs = _rule_structure(rule)
+    return _elementwise(rule.function, flowing, pairs)
+
+
+def _rule_structure(rule: Any) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
+    """``(flowing, pairs)`` of a table rule: the arguments with a derivative, and the
+    pairs of arguments that meet nonlinearly (a derivative naming the other, or the
+    output)."""
     kinds = [derivative_kind(d) for d in rule.expressions]
     names = rule.arg_names
     flowing = frozenset(i for i, k in enumerate(kinds) if k not in ("none", "zero"))
@@ -638,7 +654,65 @@ def _rule_flow_impl(rule: Any) -> Callable[..., Any]:
         for j, other in enumerate(names):
             if j in flowing and (other in used or "y" in used):
                 pairs.append((i, j))
-    return _elementwise(rule.function, flowing, tuple(pairs))
+    return flowing, tuple(pairs)
+
+
+# ufunc -> (flowing, pairs) of its table rule, or None (no rule, or a flow declared for it);
+# emptied whenever a rule or a flow is registered
+_UFUNC_STRUCTURES: dict[Any, Any] = {}
+
+
+def _ufunc_structure(ufunc: Any) -> Any:
+    try:
+        return _UFUNC_STRUCTURES[ufunc]
+    except KeyError:
+        pass
+    rule = get_rule(ufunc)
+    found = None
+    if rule is not None and ufunc.nout == 1 and ufunc.signature is None \
+            and Broadcasted[ufunc] not in _DECLARED:
+        found = _rule_structure(rule)
+    _UFUNC_STRUCTURES[ufunc] = found
+    return found
+
+
+def _scalar_ufunc(ufunc: Any, inputs: tuple, trace: Trace) -> Any:
+    """A ufunc with a table rule on scalars of the fast path (and plain numbers): its value
+    and the union of the flowing arguments' sets, without the dispatcher;
+    ``NotImplemented`` where the general path is needed."""
+    structure = _ufunc_structure(ufunc)
+    if structure is None:
+        return NotImplemented
+    flowing, pairs = structure
+    values: list[Any] = []
+    sets: list[tuple | None] = []
+    for a in inputs:
+        t = type(a)
+        if t is SparsityTracer:
+            if a.trace is not trace or a.value.ndim or a.value.dtype.kind != "f":
+                return NotImplemented
+            values.append(a.value.item())
+            sets.append(a.deps if a.deps is not None else tuple(a.rows.indices.tolist()))
+        elif t is float or t is int or t is np.float64:
+            values.append(a)
+            sets.append(None)
+        else:
+            return NotImplemented
+    with np.errstate(all="ignore"):
+        out = ufunc(*values)
+    if not isinstance(out, np.floating):
+        return NotImplemented
+    union_deps: tuple = ()
+    for i in flowing:
+        d = sets[i] if i < len(sets) else None
+        if d:
+            union_deps = d if not union_deps or union_deps is d else \
+                tuple(sorted({*union_deps, *d}))
+    if trace.second is not None:
+        for i, j in pairs:
+            if i < len(sets) and j < len(sets) and sets[i] and sets[j]:
+                trace.pairs.append((sets[i], sets[j]))
+    return _scalar(float(out), union_deps, trace)
 
 
 # Flows made from rules, by rule (a rule registered again for the same function is a new
@@ -668,7 +742,9 @@ index_flow.register(_broadcasted_flow, plum.Signature(Broadcasted, varargs=objec
 
 def _rule_flow(rule: Any) -> None:
     """The generator's hook: a rule recorded as something other than ``Broadcasted[f]``
-    (a primitive's own operator) gets a method of its own."""
+    (a primitive's own operator) gets a method of its own; the scalar path's cache of
+    ufunc rules is emptied."""
+    _UFUNC_STRUCTURES.clear()
     op_type = operator_type(rule.function)
     if not issubclass(op_type, Broadcasted):
         _register(op_type, _rule_flow_impl(rule), rule.name)
