@@ -211,6 +211,8 @@ def test_errors_are_clear():
         solve_ivp(lotka_volterra, (0, 1), Y0, args=(p,), sensitivity="backsolve")
     with pytest.raises(ValueError, match="1-dimensional"):
         solve_ivp(lambda t, y: -y, (0, 1), ad.Variable(np.ones((2, 2))))
+    with pytest.raises(ValueError, match="within t_span"):
+        solve_ivp(lotka_volterra, (0, 1), Y0, args=(p,), t_eval=[0.5, 2.0])
     with pytest.raises(OdeSolveError, match="failed"):
         solve_ivp(lambda t, y: y * y, (0, 10), ad.Variable(np.ones(1)))
 
