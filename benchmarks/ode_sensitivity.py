@@ -13,7 +13,9 @@ Stiff solves with BDF at rtol = 1e-8 (dualad's exact Jacobian in every method): 
 (3 states, t in [0, 100], parameters k1, k2, k3) and the 2-D Brusselator on a 16 x 16
 periodic grid (512 states, t in [0, 1], parameters A = 3.4, B = 1, alpha = 1 with the
 Laplacian scaled by N², stiff; sparse Jacobians). The
-baseline is the forward solve alone (`solve_ivp(..., jac=ad.ode_jacobian(f))`). Rows:
+baseline is the forward solve alone (`solve_ivp(..., jac=ad.ode_jacobian(f))`, the
+Jacobian built once; the differentiated solves get the same `jac=`, as a user fitting
+parameters would pass it, so the sparsity pattern is found once). Rows:
 the gradient of a scalar loss (a weighted sum of the solution at 5 times) by the adjoint
 (target <= 4x the solve) and by forward sensitivities, and the forward-mode Jacobian
 d y(T) / d p with k = 1 or 3 parameters (target <= (1 + 0.5 k)x). jax's odeint
@@ -85,9 +87,11 @@ def _stiff_cases(bench, quick):
                                              t_eval=times, args=(p,), rtol=RTOL, atol=atol,
                                              jac=jac).y
 
-        def loss(p, sensitivity, f=f, y0=y0, times=times, atol=atol, w=w, options=options):
+        def loss(p, sensitivity, f=f, y0=y0, times=times, atol=atol, w=w, options=options,
+                 jac=jac):
             y = solve_ivp(f, (0.0, times[-1]), y0, method="BDF", t_eval=times, args=(p,),
-                          rtol=RTOL, atol=atol, sensitivity=sensitivity, **options).y
+                          rtol=RTOL, atol=atol, sensitivity=sensitivity, jac=jac,
+                          **options).y
             return np.sum(w * y)
 
         reference = ad.grad(lambda q: loss(q, "forward"))(p)
@@ -97,10 +101,12 @@ def _stiff_cases(bench, quick):
             err = float(np.max(np.abs(g - reference)) / np.max(np.abs(reference)))
             return {"grad rel err": f"{err:.1e}"}
 
-        def final_state(q, keep, f=f, y0=y0, p=p, times=times, atol=atol, options=options):
+        def final_state(q, keep, f=f, y0=y0, p=p, times=times, atol=atol, options=options,
+                        jac=jac):
             full = np.concatenate([q, p[len(q):]]) if keep < len(p) else q
             return solve_ivp(f, (0.0, times[-1]), y0, method="BDF", args=(full,),
-                             t_eval=times[-1:], rtol=RTOL, atol=atol, **options).y[:, -1]
+                             t_eval=times[-1:], rtol=RTOL, atol=atol, jac=jac,
+                             **options).y[:, -1]
 
         def jax_grad(f=f, y0=y0, times=times, atol=atol, w=w, p=p):
             jax = require("jax")

@@ -211,5 +211,42 @@ def test_errors_are_clear():
         solve_ivp(lotka_volterra, (0, 1), Y0, args=(p,), sensitivity="backsolve")
     with pytest.raises(ValueError, match="1-dimensional"):
         solve_ivp(lambda t, y: -y, (0, 1), ad.Variable(np.ones((2, 2))))
+    with pytest.raises(ValueError, match="within t_span"):
+        solve_ivp(lotka_volterra, (0, 1), Y0, args=(p,), t_eval=[0.5, 2.0])
     with pytest.raises(OdeSolveError, match="failed"):
         solve_ivp(lambda t, y: y * y, (0, 10), ad.Variable(np.ones(1)))
+
+
+@pytest.mark.parametrize("method", ["BDF", "LSODA"])
+def test_hessian_through_implicit_methods(method):
+    def logistic(t, y, p):
+        return p[0] * y * (1.0 - y / p[1])
+
+    def loss(p):
+        sol = solve_ivp(logistic, (0.0, 2.0), [0.1], method=method, t_eval=[1.0, 2.0],
+                        args=(p,), rtol=1e-10, atol=1e-12)
+        return np.sum(sol.y ** 2)
+
+    p = np.array([1.3, 2.0])
+    hess = ad.hessian(loss)(p)
+    _close(hess, numerical_jacobian(ad.grad(loss), (p,), 0), 1e-5)
+
+
+def test_auto_sensitivity_follows_the_number_of_inputs():
+    from dualad.scipy_rules.ode_adjoint import FORWARD_MAX_INPUTS, choose_sensitivity
+    from dualad.scipy_rules.ode_problem import OdeProblem
+
+    auto = OdeProblem(lotka_volterra)
+    assert choose_sensitivity(auto, FORWARD_MAX_INPUTS) == "forward"
+    assert choose_sensitivity(auto, FORWARD_MAX_INPUTS + 1) == "adjoint"
+    forced = OdeProblem(lotka_volterra, sensitivity="adjoint")
+    assert choose_sensitivity(forced, 1) == "adjoint"
+    # many parameters: the adjoint's gradient equals the forward one
+    weights = np.linspace(0.5, 1.5, 12)
+
+    def loss(w, sensitivity):
+        return solve_ivp(lambda t, y, w: -np.sum(w) * y, (0, 1), [1.0], args=(w,),
+                         sensitivity=sensitivity, **TOL).y[0, -1]
+
+    _close(ad.grad(lambda w: loss(w, "auto"))(weights),
+           ad.grad(lambda w: loss(w, "forward"))(weights), 1e-8)
