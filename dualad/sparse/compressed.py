@@ -50,6 +50,7 @@ from ..sparsity.through_njit import python_version
 from .bicoloring import REVERSE_COST, color_bidirectional
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
 from .csr_results import CsrTemplate
+from .seeding import SparsityChangedWarning, best_colors, pattern_csr, seed_matrix
 
 __all__ = ["SparsityChangedWarning", "sparse_hessian", "sparse_jacobian"]
 
@@ -59,53 +60,6 @@ CHECK_RTOL = 1e-9
 #: ``mode="auto"`` tries the bidirectional split when both one-sided colourings cost more
 #: than this many forward directions (a colouring search of its own, worth it only then).
 BIDIRECTIONAL_FROM = 16
-
-
-class SparsityChangedWarning(UserWarning):
-    """The sparsity pattern in use missed nonzeros at a new point; it was detected again."""
-
-
-def _csr(pattern: Any, shape: tuple[int, int] | None, fname: str) -> Any:
-    import scipy.sparse as sp
-
-    if sp.issparse(pattern):
-        p = sp.csr_array(pattern, dtype=bool, copy=True)
-    else:
-        arr = np.asarray(pattern)
-        if arr.ndim != 2:
-            raise ShapeError(
-                f"{fname}: sparsity= must be a 2-D boolean array or scipy.sparse matrix, "
-                f"got shape {arr.shape}."
-            )
-        p = sp.csr_array(arr != 0)
-    p.eliminate_zeros()
-    p.sum_duplicates()
-    p.sort_indices()
-    if shape is not None and p.shape != shape:
-        raise ShapeError(
-            f"{fname}: sparsity= has shape {p.shape} but the Jacobian has shape {shape} "
-            f"(outputs x inputs); pass a pattern of shape {shape}, e.g. "
-            f"ad.jacobian_sparsity(f)(x)."
-        )
-    return p
-
-
-def _best_colors(color: Callable[..., np.ndarray], pattern: Any) -> np.ndarray:
-    """The greedy colouring with the fewest colours over the vertex orders."""
-    best = None
-    for order in ("largest_first", "smallest_last"):
-        c = color(pattern, order=order)
-        if best is None or (c.size and c.max() < best.max()):
-            best = c
-    return best
-
-
-def _seed(n: int, colors: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n, k + 1)``: one column per colour, and a random check direction last."""
-    seed = np.zeros((n, k + 1))
-    seed[np.arange(n), colors] = 1.0
-    seed[:, k] = rng.uniform(0.5, 1.5, n)
-    return seed
 
 
 def _check(direct: np.ndarray, data: np.ndarray, rows: np.ndarray, cols: np.ndarray,
@@ -196,20 +150,20 @@ class _JacobianPlan:
                 self.bidi = color_bidirectional(pattern)
                 costs["bidirectional"] = self.bidi.cost
             if not costs or low_f <= min(costs.values()):
-                column_colors = _best_colors(color_columns, pattern) if n else \
+                column_colors = best_colors(color_columns, pattern) if n else \
                     np.zeros(0, np.int64)
                 costs["forward"] = int(column_colors.max(initial=-1)) + 1
             if low_r < min(costs.values()):
-                row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
+                row_colors = best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
                 costs["reverse"] = REVERSE_COST * (int(row_colors.max(initial=-1)) + 1)
             self.kind = min(costs, key=lambda k: (costs[k], k != "forward"))
         else:
             self.kind = mode
             if mode == "forward":
-                column_colors = _best_colors(color_columns, pattern) if n else \
+                column_colors = best_colors(color_columns, pattern) if n else \
                     np.zeros(0, np.int64)
             elif mode == "reverse":
-                row_colors = _best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
+                row_colors = best_colors(color_rows, pattern) if m else np.zeros(0, np.int64)
         if self.kind == "bidirectional":
             if self.bidi is None:
                 self.bidi = color_bidirectional(pattern)
@@ -221,13 +175,13 @@ class _JacobianPlan:
         if self.reverse:
             self.colors = row_colors
             self.k = int(self.colors.max(initial=-1)) + 1
-            self.seed = _seed(m, self.colors, self.k, rng)
+            self.seed = seed_matrix(m, self.colors, self.k, rng)
             # pullback of colour c gives, at input j, the sum over rows of colour c
             self.take = self.colors[rows] * n + cols
         else:
             self.colors = column_colors
             self.k = int(self.colors.max(initial=-1)) + 1
-            self.seed = _seed(n, self.colors, self.k, rng)
+            self.seed = seed_matrix(n, self.colors, self.k, rng)
             self.take = rows * (self.k + 1) + self.colors[cols]
             # (J @ r)[i] = sum over colours c of compressed[i, c] * weights[i, c], where
             # weights[i, c] is r at the one column of colour c in row i (or 0); the last
@@ -300,7 +254,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
             f"several arguments into one array first."
         )
     argnum = int(argnums)
-    given = None if sparsity is None else _csr(sparsity, None, "sparse_jacobian")
+    given = None if sparsity is None else pattern_csr(sparsity, None, "sparse_jacobian")
     detect = jacobian_sparsity(f, argnum, strict=strict)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}
@@ -430,7 +384,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
             # the union covers both points, so alternating branches settle after one
             # re-detection each (and a pattern given by the user is kept)
             fresh = (fresh + plan.pattern).tocsr()
-            plan = plan_for(_csr(fresh, None, "sparse_jacobian"), False)
+            plan = plan_for(pattern_csr(fresh, None, "sparse_jacobian"), False)
             jac, ok = evaluate(plan, x, args, kwargs)
             if not ok:
                 raise DualadError(
@@ -452,7 +406,7 @@ class _HessianPlan:
     def __init__(self, pattern: Any, given: bool) -> None:
         n = pattern.shape[0]
         self.given = given
-        self.colors = _best_colors(color_symmetric, pattern) if n else np.zeros(0, np.int64)
+        self.colors = best_colors(color_symmetric, pattern) if n else np.zeros(0, np.int64)
         self.k = int(self.colors.max()) + 1 if n else 0
         ptr, idx, read_row, read_color, ok = star_recovery(pattern, self.colors)
         if not ok.all():  # pragma: no cover - the star colouring guarantees recovery
@@ -461,7 +415,7 @@ class _HessianPlan:
         self.indptr, self.indices = ptr, idx
         self.rows = np.repeat(np.arange(n, dtype=np.intp), np.diff(ptr))
         self.take = read_row * (self.k + 1) + read_color
-        self.seed = _seed(n, self.colors, self.k, np.random.default_rng(0x5EED))
+        self.seed = seed_matrix(n, self.colors, self.k, np.random.default_rng(0x5EED))
 
 
 def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
@@ -487,7 +441,7 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
     # no compiled second-order driver)
     f = python_version(f)
     argnum = int(argnums)
-    given = None if sparsity is None else _csr(sparsity, None, "sparse_hessian")
+    given = None if sparsity is None else pattern_csr(sparsity, None, "sparse_hessian")
     if given is not None and given.shape[0] != given.shape[1]:
         raise ShapeError(f"sparse_hessian: sparsity= must be square, got shape {given.shape}.")
     detect = hessian_sparsity(f, argnum, strict=strict)
@@ -544,7 +498,7 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
                     )
             fresh = detect(*args, **kwargs)
             fresh = (fresh + plan.pattern).tocsr()
-            plan = _HessianPlan(_csr(fresh, None, "sparse_hessian"), False)
+            plan = _HessianPlan(pattern_csr(fresh, None, "sparse_hessian"), False)
             hess, ok = evaluate(plan, x, args, kwargs)
             if not ok:
                 raise DualadError(

@@ -34,8 +34,8 @@ import numpy as np
 from ..core.errors import DualadError, ShapeError
 from ..sparsity.detection import jacobian_sparsity
 from .coloring import color_columns
-from .compressed import SparsityChangedWarning, _best_colors, _csr, _seed
 from .csr_results import CsrTemplate
+from .seeding import SparsityChangedWarning, best_colors, pattern_csr, seed_matrix
 
 __all__ = ["MAX_WIDTH", "njit_sparse_jacobian"]
 
@@ -57,9 +57,10 @@ class _NjitPlan:
         m, n = pattern.shape
         self.pattern = pattern
         self.given = given
-        colors = _best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
+        colors = best_colors(color_columns, pattern) if n else np.zeros(0, np.int64)
         self.k = int(colors.max(initial=-1)) + 1
-        self.seed = np.ascontiguousarray(_seed(n, colors, self.k, np.random.default_rng(0x5EED)))
+        seed = seed_matrix(n, colors, self.k, np.random.default_rng(0x5EED))
+        self.seed = np.ascontiguousarray(seed)
         rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(pattern.indptr))
         cols = pattern.indices.astype(np.int64)
         self.rows = rows
@@ -88,7 +89,7 @@ def njit_sparse_jacobian(f: Any, argnums: int = 0, *, sparsity: Any = None,
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise TypeError(f"{fname}: argnums must be one int, got {argnums!r}.")
     argnum = int(argnums)
-    given = None if sparsity is None else _csr(sparsity, None, "sparse_jacobian")
+    given = None if sparsity is None else pattern_csr(sparsity, None, "sparse_jacobian")
     detect = jacobian_sparsity(f, argnum, strict=strict)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}
@@ -166,7 +167,7 @@ def njit_sparse_jacobian(f: Any, argnums: int = 0, *, sparsity: Any = None,
                         SparsityChangedWarning, stacklevel=2,
                     )
             fresh = (detect(*args) + plan.pattern).tocsr()
-            plan = _NjitPlan(_csr(fresh, None, "sparse_jacobian"), False)
+            plan = _NjitPlan(pattern_csr(fresh, None, "sparse_jacobian"), False)
             jac, ok = evaluate(plan, args)
             if not ok:
                 raise DualadError(
