@@ -1,0 +1,284 @@
+"""Lowering: a recorded :class:`~dualad.tape.program.Program` as a few kinds of flat,
+float64 instructions that a compiler can write as scalar loops.
+
+Every value of the program becomes a flat float64 vector of its recorded size. The
+instructions are:
+
+- :class:`Const`: a value that does not depend on the inputs;
+- :class:`Map`: an elementwise call with a rules-table entry (``out[i] = f(a[ia[i]], ...)``,
+  broadcasting turned into gathers), whose value and partials come from the table's
+  expressions;
+- :class:`Gather`: a call declared an index map (``np.roll``, indexing, stacking, writes
+  into buffers, ...): each output entry copies one input entry or is a constant;
+- :class:`Linear`: a first-order reduction (``np.sum``, ``np.mean``) or a contraction with
+  one constant operand, as a constant sparse matrix.
+
+Which calls are which comes from the declarations of the numpy rule families
+(:mod:`dualad.sparsity.flows`) and from the rules tables, never from a list of numpy
+functions here. Anything else raises :class:`LoweringError`, and the caller runs the
+program in Python instead.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> from dualad.tape.lowering import lower
+    >>> tape = record(lambda x: np.sum(np.sin(x) * x), np.ones(3))
+    >>> [type(i).__name__ for i in lower(tape.program, [np.ones(3)]).instructions]
+    ['Map', 'Map', 'Linear']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import DualadError
+from ..derivatives.language import NUMBA_UFUNCS, numba_scalar_source
+from ..sparsity.flows import index_map_data, is_contraction, linear_reduction_axis
+from .program import Operation, Program
+
+__all__ = ["Const", "Gather", "Linear", "Lowered", "LoweringError", "Map", "lower"]
+
+#: Contractions with a constant operand are probed column by column up to this many inputs.
+MAX_PROBED_SIZE = 4096
+
+
+class LoweringError(DualadError, TypeError):
+    """An operation of a recorded program that the compiler cannot express."""
+
+
+@dataclass
+class Operand:
+    """One argument of a :class:`Map`: a program slot read through ``index`` (None: the
+    same position as the output; an int array otherwise), or a constant (an array of the
+    output's size, or a float)."""
+
+    slot: int | None
+    index: np.ndarray | None = None
+    constant: Any = None
+
+
+@dataclass
+class Const:
+    out: int
+    value: np.ndarray
+
+
+@dataclass
+class Map:
+    out: int
+    name: str  # the numpy ufunc computing the value
+    arg_names: tuple[str, ...]
+    operands: list[Operand]
+    temps: list[str]  # scalar statements shared by the partials
+    partials: list[str]  # one scalar expression per argument ("0.0": none)
+
+
+@dataclass
+class Gather:
+    out: int
+    constant: np.ndarray  # the output's constant entries (where source is -1)
+    sources: list[tuple[int, np.ndarray, np.ndarray]]  # (slot, output positions, indices)
+
+
+@dataclass
+class Linear:
+    """``out = matrix @ in + offset`` with a constant CSR ``matrix``."""
+
+    out: int
+    source: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    offset: np.ndarray
+
+
+@dataclass
+class Lowered:
+    program: Program
+    sizes: list[int]
+    shapes: list[tuple[int, ...]]
+    instructions: list[Any] = field(default_factory=list)
+
+
+def _float_array(x: Any, what: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise LoweringError(f"{what} has dtype {a.dtype}; only real values compile")
+    return a.astype(np.float64)
+
+
+def _slot_positions(e: Operation) -> list[tuple[int, int | None, int]]:
+    """``(position, index in a sequence or None, slot)`` of every slot argument."""
+    if e.kw_refs:
+        raise LoweringError(f"{e.op!r} takes a computed keyword argument")
+    found = [(pos, None, s) for pos, s in e.refs]
+    for pos, _kind, items in e.seqs:
+        found += [(pos, j, s) for j, s in items]
+    return found
+
+
+def lower(program: Program, inputs: list[Any]) -> Lowered:
+    """The instructions of ``program``, whose values at ``inputs`` fix shapes and constants."""
+    if program.input_guards or any(e.guards for e in program.ops):
+        raise LoweringError("the recording depends on values (guards)")
+    slots, _ = program.run(list(inputs), False)
+    shapes: list[tuple[int, ...]] = []
+    for v in slots:
+        if isinstance(v, (tuple, list)):
+            shapes.append(())
+            continue
+        shapes.append(tuple(np.shape(v)))
+    for s in range(program.n_inputs):
+        _float_array(slots[s], f"input {s}")
+    sizes = [int(np.prod(sh, dtype=np.int64)) for sh in shapes]
+    low = Lowered(program, sizes, shapes)
+    for e in program.ops:
+        if e.multi:
+            raise LoweringError(f"{e.op!r} returns several values")
+        found = _slot_positions(e)
+        if not found:
+            low.instructions.append(Const(e.out, _float_array(slots[e.out], repr(e.op)).ravel()))
+            continue
+        if not e.differentiable:
+            raise LoweringError(f"{e.op!r} computes a value without derivative from the inputs")
+        _float_array(slots[e.out], repr(e.op))
+        if e.rule is not None:
+            low.instructions.append(_lower_map(e, slots, shapes))
+            continue
+        data = index_map_data(type(e.op))
+        if data is not None:
+            low.instructions.append(_lower_gather(e, slots, sizes, found, data))
+            continue
+        low.instructions.append(_lower_linear(e, slots, sizes, found))
+    return low
+
+
+def _lower_map(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]]) -> Map:
+    rule = e.rule
+    name = rule.numpy_name
+    if name not in NUMBA_UFUNCS or e.kw or e.seqs or len(e.template) != len(rule.arg_names):
+        raise LoweringError(f"{e.op!r} has no scalar Numba form")
+    body = numba_scalar_source(rule.expressions, indent="")
+    if body is None:
+        raise LoweringError(f"{e.op!r}: its derivative needs a function Numba lacks")
+    temps, partials = body
+    out_shape = shapes[e.out]
+    refs = dict(e.refs)
+    operands = []
+    for pos, a in enumerate(e.template):
+        if pos in refs:
+            s = refs[pos]
+            if shapes[s] == out_shape:
+                operands.append(Operand(s))
+            else:
+                ids = np.arange(int(np.prod(shapes[s], dtype=np.int64))).reshape(shapes[s])
+                index = np.ascontiguousarray(np.broadcast_to(ids, out_shape)).ravel()
+                operands.append(Operand(s, index.astype(np.intp)))
+        else:
+            c = _float_array(a, f"a constant argument of {e.op!r}")
+            if c.size == 1:
+                operands.append(Operand(None, constant=float(c.ravel()[0])))
+            else:
+                operands.append(Operand(None, constant=np.ascontiguousarray(
+                    np.broadcast_to(c, out_shape)).ravel().copy()))
+    return Map(e.out, name, rule.arg_names, operands, temps, partials)
+
+
+def _probe_call(e: Operation, replaced: dict[tuple[int, int | None], Any],
+                slots: list[Any]) -> Any:
+    f = getattr(e.op, "f", None)
+    if f is None:
+        raise LoweringError(f"{e.op!r} is not a plain call")
+    args = list(e.template)
+    for (pos, j), value in replaced.items():
+        if j is None:
+            args[pos] = value
+        else:
+            seq = list(args[pos])
+            seq[j] = value
+            args[pos] = type(e.template[pos])(seq)
+    return f(*args, **e.kw)
+
+
+def _lower_gather(e: Operation, slots: list[Any], sizes: list[int],
+                  found: list[tuple[int, int | None, int]], data: tuple[int, ...]) -> Gather:
+    ids: dict[tuple[int, int | None], Any] = {}
+    owners = [(-1, 0)]
+    start = 1
+    for pos, j, s in found:
+        if pos not in data:
+            raise LoweringError(f"{e.op!r} takes a computed value as a parameter")
+        shape = np.shape(slots[s])
+        ids[pos, j] = np.arange(start, start + sizes[s], dtype=np.float64).reshape(shape)
+        owners.append((s, start))
+        start += sizes[s]
+    # constants among the data read as zeros: entries that depend on nothing
+    for pos in data:
+        if pos >= len(e.template):
+            continue
+        a = e.template[pos]
+        if type(a) in (list, tuple):
+            for j, b in enumerate(a):
+                if (pos, j) not in ids:
+                    ids[pos, j] = np.zeros(np.shape(b))
+        elif (pos, None) not in ids:
+            ids[pos, None] = np.zeros(np.shape(a))
+    index = np.asarray(_probe_call(e, ids, slots), dtype=np.float64).ravel()
+    out = _float_array(slots[e.out], repr(e.op)).ravel()
+    if index.shape != out.shape or not np.all(index == np.round(index)):
+        raise LoweringError(f"{e.op!r} does not move entries as declared")
+    index = index.astype(np.intp)
+    constant = np.where(index == 0, out, 0.0)
+    sources = []
+    for s, begin in owners[1:]:
+        positions = np.flatnonzero((index >= begin) & (index < begin + sizes[s]))
+        if positions.size:
+            local = (index[positions] - begin).astype(np.intp)
+            check = np.asarray(slots[s], dtype=np.float64).ravel()[local]
+            if not np.array_equal(check, out[positions], equal_nan=True):
+                raise LoweringError(f"{e.op!r} does not move entries as declared")
+            sources.append((s, positions.astype(np.intp), local))
+    return Gather(e.out, constant, sources)
+
+
+def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
+                  found: list[tuple[int, int | None, int]]) -> Linear:
+    """A reduction or a contraction with one computed operand, probed as a matrix."""
+    if len(found) != 1 or found[0][1] is not None:
+        raise LoweringError(f"{e.op!r} is not a linear function of one computed value")
+    pos, _, s = found[0]
+    axis_at = linear_reduction_axis(type(e.op))
+    if axis_at is None and not is_contraction(type(e.op)):
+        raise LoweringError(f"{e.op!r} has no compiled form")
+    n = sizes[s]
+    if n > MAX_PROBED_SIZE:
+        raise LoweringError(f"{e.op!r} on {n} entries is too large to probe")
+    shape = np.shape(slots[s])
+    m = sizes[e.out]
+    offset = np.asarray(_probe_call(e, {(pos, None): np.zeros(shape)}, slots),
+                        dtype=np.float64).ravel()
+    if offset.size != m:
+        raise LoweringError(f"{e.op!r} changes size when probed")
+    columns = np.empty((m, n))
+    basis = np.zeros(n)
+    for i in range(n):
+        basis[i] = 1.0
+        columns[:, i] = np.asarray(_probe_call(e, {(pos, None): basis.reshape(shape)}, slots),
+                                   dtype=np.float64).ravel() - offset
+        basis[i] = 0.0
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # linear, not only at the basis vectors (max is not)
+        r = rng.standard_normal(n)
+        got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
+                         dtype=np.float64).ravel()
+        if not np.allclose(got, columns @ r + offset, rtol=1e-12, atol=1e-12):
+            raise LoweringError(f"{e.op!r} is not linear in its computed argument")
+    rows, cols = np.nonzero(columns)
+    indptr = np.zeros(m + 1, dtype=np.intp)
+    np.add.at(indptr, rows + 1, 1)
+    indptr = np.cumsum(indptr).astype(np.intp)
+    return Linear(e.out, s, indptr, cols.astype(np.intp), columns[rows, cols], offset)
+

@@ -1,0 +1,415 @@
+"""The Numba backend: a lowered program (:mod:`dualad.tape.lowering`) written as one
+``@numba.njit`` function with scalar loop bodies from the rules tables' expressions.
+
+Three entries are generated per program, each on demand:
+
+- ``value``: the program's output;
+- ``jacobian``: forward mode, the ``k`` tangents innermost: every active value ``v`` of
+  size ``m`` owns ``m`` rows of one ``(rows, k)`` tangent buffer, seeded with the identity
+  on the differentiated inputs; the result is the output's rows (``out.size x k``);
+- ``gradient``: reverse mode for a scalar output: the values forward, then adjoints
+  accumulated backwards through the same instructions.
+
+Values of size one are scalar locals (no allocation), so small right-hand sides written
+as ``np.array([...])`` of scalar expressions become straight-line code. Generated modules
+are written by :func:`dualad.derivatives.codegen.import_kernel_module` (named by a digest
+of their source, compiled with ``cache=True``), so a new process loads them from disk.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> from dualad.tape.lowering import lower
+    >>> from dualad.tape.numba_backend import NumbaProgram
+    >>> tape = record(lambda x: np.sin(x) * x[0], np.ones(2))
+    >>> code = NumbaProgram(lower(tape.program, [np.ones(2)]))
+    >>> code.jacobian((0,))(np.array([0.0, 1.0])).round(4)
+    array([[0.    , 0.    ],
+           [0.8415, 0.    ]])
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..derivatives.codegen import import_kernel_module
+from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map
+
+__all__ = ["NumbaProgram"]
+
+#: Programs with more instructions than this are not compiled (Numba's compile time grows
+#: faster than linearly with a function's size); they run in Python.
+MAX_INSTRUCTIONS = 400
+
+
+class _Writer:
+    """Source lines of one kernel, with the constant arrays it reads as module globals."""
+
+    def __init__(self, low: Lowered, globals_: dict[str, np.ndarray]) -> None:
+        self.low = low
+        self.sizes = low.sizes
+        self.lines: list[str] = []
+        self.globals = globals_
+
+    def const_array(self, a: np.ndarray) -> str:
+        name = f"_G{len(self.globals)}"
+        self.globals[name] = a
+        return name
+
+    def index(self, idx: np.ndarray, loop: str = "_i") -> str:
+        """Source for ``idx[loop]``: a literal, an affine expression or a global read."""
+        if idx.size == 1:
+            return str(int(idx[0]))
+        start = int(idx[0])
+        if np.array_equal(idx, np.arange(start, start + idx.size)):
+            return loop if start == 0 else f"{loop} + {start}"
+        return f"{self.const_array(idx.astype(np.intp))}[{loop}]"
+
+    def value(self, s: int, at: str) -> str:
+        return f"_v{s}" if self.sizes[s] == 1 else f"_v{s}[{at}]"
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+
+def _renamed(text: str, tag: str) -> str:
+    return re.sub(r"\b_t(\d+)\b", lambda m: f"_t{tag}_{m.group(1)}", text)
+
+
+def _literal(v: float) -> str:
+    if v != v:
+        return "np.nan"
+    if v in (np.inf, -np.inf):
+        return "np.inf" if v > 0 else "(-np.inf)"
+    return repr(float(v))
+
+
+class NumbaProgram:
+    """The generated entries of one lowered program (each compiled on first use)."""
+
+    def __init__(self, low: Lowered) -> None:
+        if len(low.instructions) > MAX_INSTRUCTIONS:
+            raise LoweringError(f"{len(low.instructions)} instructions exceed the compile "
+                                f"size cap ({MAX_INSTRUCTIONS})")
+        outputs = low.program.outputs
+        if len(outputs) != 1 or not outputs[0][0]:
+            raise LoweringError("only programs with one computed output compile")
+        self.low = low
+        self.out = outputs[0][1]
+        self._cache: dict[Any, Callable[..., Any]] = {}
+
+    # analysis ---------------------------------------------------------------------------
+    def active(self, wanted: tuple[int, ...]) -> list[bool]:
+        """Which slots depend on the input slots ``wanted``."""
+        act = [False] * len(self.low.sizes)
+        for s in wanted:
+            act[s] = True
+        for ins in self.low.instructions:
+            if isinstance(ins, Map):
+                act[ins.out] = any(o.slot is not None and act[o.slot] for o in ins.operands)
+            elif isinstance(ins, Gather):
+                act[ins.out] = any(act[s] for s, _, _ in ins.sources)
+            elif isinstance(ins, Linear):
+                act[ins.out] = act[ins.source]
+        return act
+
+    # generation -------------------------------------------------------------------------
+    def _forward_values(self, w: _Writer, params: list[str]) -> None:
+        low = self.low
+        for s in range(low.program.n_inputs):
+            params.append(f"_x{s}")
+            w.emit(1, f"_v{s} = _x{s}")
+        for k, ins in enumerate(low.instructions):
+            o, m = ins.out, low.sizes[ins.out]
+            if isinstance(ins, Const):
+                if m == 1:
+                    w.emit(1, f"_v{o} = {_literal(ins.value[0])}")
+                else:
+                    w.emit(1, f"_v{o} = {w.const_array(ins.value)}")
+            elif isinstance(ins, Map):
+                if m != 1:
+                    w.emit(1, f"_v{o} = np.empty({m})")
+                    w.emit(1, f"for _i in range({m}):")
+                depth = 2 if m != 1 else 1
+                self._map_arguments(w, ins, depth, k)
+                w.emit(depth, f"y = np.{ins.name}({', '.join(ins.arg_names)})")
+                w.emit(depth, f"_v{o} = y" if m == 1 else f"_v{o}[_i] = y")
+            elif isinstance(ins, Gather):
+                if m == 1:
+                    s, _, local = ins.sources[0] if ins.sources else (None, None, None)
+                    w.emit(1, f"_v{o} = " + (w.value(s, str(int(local[0]))) if s is not None
+                                             else _literal(ins.constant[0])))
+                    continue
+                if np.any(ins.constant):
+                    w.emit(1, f"_v{o} = {w.const_array(ins.constant)}.copy()")
+                else:
+                    w.emit(1, f"_v{o} = np.zeros({m})")
+                for s, positions, local in ins.sources:
+                    n = positions.size
+                    if n == 1:
+                        w.emit(1, f"_v{o}[{int(positions[0])}] = "
+                                  f"{w.value(s, str(int(local[0])))}")
+                    else:
+                        w.emit(1, f"for _i in range({n}):")
+                        w.emit(2, f"_v{o}[{w.index(positions)}] = "
+                                  f"{w.value(s, w.index(local))}")
+            elif isinstance(ins, Linear):
+                self._linear(w, ins, forward_tangent=None)
+
+    def _map_arguments(self, w: _Writer, ins: Map, depth: int, k: int) -> list[str]:
+        """Assign each argument's scalar to its rule name; the index expression per operand."""
+        at = []
+        m = self.low.sizes[ins.out]
+        for name, op in zip(ins.arg_names, ins.operands):
+            if op.slot is None:
+                if isinstance(op.constant, float):
+                    w.emit(depth, f"{name} = {_literal(op.constant)}")
+                else:
+                    w.emit(depth, f"{name} = {w.const_array(op.constant)}[_i]")
+                at.append("")
+                continue
+            if self.low.sizes[op.slot] == 1:
+                idx = "0"
+            elif op.index is None:
+                idx = "_i" if m != 1 else "0"
+            else:
+                idx = w.index(op.index) if m != 1 else str(int(op.index[0]))
+            w.emit(depth, f"{name} = {w.value(op.slot, idx)}")
+            at.append(idx)
+        return at
+
+    def _linear(self, w: _Writer, ins: Linear, forward_tangent: Any) -> None:
+        o, m, s = ins.out, self.low.sizes[ins.out], ins.source
+        indptr, indices, data = ins.indptr, ins.indices, ins.data
+        if m == 1 and self.low.sizes[s] == 1:
+            w.emit(1, f"_v{o} = {_literal(ins.offset[0])} + {_literal(data[0]) if data.size else 0.0}"
+                      f" * _v{s}")
+            return
+        ptr, ind, dat = (w.const_array(indptr), w.const_array(indices), w.const_array(data))
+        src = f"_v{s}[{ind}[_p]]" if self.low.sizes[s] != 1 else f"_v{s}"
+        if m == 1:
+            w.emit(1, f"_acc = {_literal(ins.offset[0])}")
+            w.emit(1, f"for _p in range({indptr[-1]}):")
+            w.emit(2, f"_acc += {dat}[_p] * {src}")
+            w.emit(1, f"_v{o} = _acc")
+        else:
+            w.emit(1, f"_v{o} = {w.const_array(ins.offset)}.copy()")
+            w.emit(1, f"for _i in range({m}):")
+            w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+            w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
+
+    def _tangents(self, w: _Writer, act: list[bool], rows: dict[int, int], K: int) -> None:
+        """Forward tangents, interleaved after the values (second pass over instructions)."""
+        low = self.low
+        for k, ins in enumerate(low.instructions):
+            o, m = ins.out, low.sizes[ins.out]
+            if not act[o]:
+                continue
+            r = rows[o]
+            if isinstance(ins, Map):
+                depth = 1
+                if m != 1:
+                    w.emit(1, f"for _i in range({m}):")
+                    depth = 2
+                at = self._map_arguments(w, ins, depth, k)
+                w.emit(depth, "y = " + (f"_v{o}" if m == 1 else f"_v{o}[_i]"))
+                for t in ins.temps:
+                    w.emit(depth, _renamed(t, str(k)))
+                terms = []
+                for a, (op, expr) in enumerate(zip(ins.operands, ins.partials)):
+                    if op.slot is None or not act[op.slot] or expr in ("0.0", "(0.0)"):
+                        continue
+                    w.emit(depth, f"_d{a} = {_renamed(expr, str(k))}")
+                    terms.append(f"_d{a} * _T[{rows[op.slot]} + {at[a]}, _j]")
+                row = f"{r} + _i" if m != 1 else f"{r}"
+                w.emit(depth, f"for _j in range({K}):")
+                w.emit(depth + 1, f"_T[{row}, _j] = {' + '.join(terms) or '0.0'}")
+            elif isinstance(ins, Gather):
+                covered = np.zeros(m, dtype=bool)
+                for s, positions, local in ins.sources:
+                    covered[positions] = True
+                    if not act[s]:
+                        w.emit(1, f"for _i in range({positions.size}):")
+                        w.emit(2, f"for _j in range({K}):")
+                        w.emit(3, f"_T[{r} + {w.index(positions)}, _j] = 0.0")
+                        continue
+                    w.emit(1, f"for _i in range({positions.size}):")
+                    w.emit(2, f"for _j in range({K}):")
+                    w.emit(3, f"_T[{r} + {w.index(positions)}, _j] = "
+                              f"_T[{rows[s]} + {w.index(local)}, _j]")
+                free = np.flatnonzero(~covered)
+                if free.size:
+                    w.emit(1, f"for _i in range({free.size}):")
+                    w.emit(2, f"for _j in range({K}):")
+                    w.emit(3, f"_T[{r} + {w.index(free)}, _j] = 0.0")
+            elif isinstance(ins, Linear):
+                s = ins.source
+                ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
+                           w.const_array(ins.data))
+                w.emit(1, f"for _i in range({m}):")
+                w.emit(2, f"for _j in range({K}):")
+                w.emit(3, "_acc = 0.0")
+                w.emit(3, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+                w.emit(4, f"_acc += {dat}[_p] * _T[{rows[s]} + {ind}[_p], _j]")
+                w.emit(3, f"_T[{r} + _i, _j] = _acc")
+
+    def _adjoints(self, w: _Writer, act: list[bool]) -> None:
+        low = self.low
+        sizes = low.sizes
+        for s, a in enumerate(act):
+            if a:
+                w.emit(1, f"_a{s} = 0.0" if sizes[s] == 1 else f"_a{s} = np.zeros({sizes[s]})")
+        w.emit(1, f"_a{self.out} = " + ("1.0" if sizes[self.out] == 1 else "_seed"))
+
+        def adj(s: int, at: str) -> str:
+            return f"_a{s}" if sizes[s] == 1 else f"_a{s}[{at}]"
+
+        for k in range(len(low.instructions) - 1, -1, -1):
+            ins = low.instructions[k]
+            o, m = ins.out, sizes[ins.out]
+            if not act[o] or isinstance(ins, Const):
+                continue
+            if isinstance(ins, Map):
+                depth = 1
+                if m != 1:
+                    w.emit(1, f"for _i in range({m}):")
+                    depth = 2
+                at = self._map_arguments(w, ins, depth, k)
+                w.emit(depth, "y = " + (f"_v{o}" if m == 1 else f"_v{o}[_i]"))
+                w.emit(depth, "_g = " + adj(o, "_i"))
+                for t in ins.temps:
+                    w.emit(depth, _renamed(t, str(k)))
+                for a, (op, expr) in enumerate(zip(ins.operands, ins.partials)):
+                    if op.slot is None or not act[op.slot] or expr in ("0.0", "(0.0)"):
+                        continue
+                    w.emit(depth, f"{adj(op.slot, at[a])} += _g * {_renamed(expr, str(k))}")
+            elif isinstance(ins, Gather):
+                for s, positions, local in ins.sources:
+                    if not act[s]:
+                        continue
+                    if positions.size == 1:
+                        w.emit(1, f"{adj(s, str(int(local[0])))} += "
+                                  f"{adj(o, str(int(positions[0])))}")
+                    else:
+                        w.emit(1, f"for _i in range({positions.size}):")
+                        w.emit(2, f"{adj(s, w.index(local))} += {adj(o, w.index(positions))}")
+            elif isinstance(ins, Linear):
+                s = ins.source
+                if not act[s]:
+                    continue
+                ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
+                           w.const_array(ins.data))
+                w.emit(1, f"for _i in range({m}):")
+                w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+                w.emit(3, f"{adj(s, f'{ind}[_p]')} += {dat}[_p] * {adj(o, '_i')}")
+
+    # modules ----------------------------------------------------------------------------
+    def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
+        lines = ['"""A compiled dualad tape (generated)."""', "import numba",
+                 "import numpy as np", ""]
+        for gname, arr in w.globals.items():
+            dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
+            items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
+                ", ".join(_literal(float(v)) for v in arr)
+            lines.append(f"{gname} = np.array([{items}], dtype={dtype})")
+        lines += ["", "", '@numba.njit(cache=True, error_model="numpy")',
+                  f"def {name}({', '.join(params)}):"] + w.lines
+        source = "\n".join(lines) + "\n"
+        module = import_kernel_module(source, subdirectory="tapes")
+        return getattr(module, name)
+
+    def _shape_literal(self, shape: tuple[int, ...]) -> str:
+        return "(" + "".join(f"{d}, " for d in shape) + ")"
+
+    def value(self) -> Callable[..., Any]:
+        """``value(*inputs)``: the output (inputs flat, floats for size-one inputs)."""
+        fn = self._cache.get("value")
+        if fn is None:
+            w = _Writer(self.low, {})
+            params: list[str] = []
+            self._forward_values(w, params)
+            o = self.out
+            shape = self.low.shapes[o]
+            if self.low.sizes[o] == 1 and shape == ():
+                w.emit(1, f"return _v{o}")
+            else:
+                w.emit(1, f"return _v{o}.copy().reshape({self._shape_literal(shape)})")
+            fn = self._cache["value"] = self._module("tape_value", w, params)
+        return fn
+
+    def jacobian(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``jacobian(*inputs)``: the output's Jacobian with respect to the input slots
+        ``wanted``, shape ``out.shape + (k,)`` with ``k`` their total size (one slot: its
+        shape in place of ``(k,)``)."""
+        fn = self._cache.get(("jacobian", wanted))
+        if fn is not None:
+            return fn
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        act = self.active(wanted)
+        rows: dict[int, int] = {}
+        n_rows = 0
+        for s, a in enumerate(act):
+            if a:
+                rows[s] = n_rows
+                n_rows += low.sizes[s]
+        K = sum(low.sizes[s] for s in wanted)
+        w.emit(1, f"_T = np.empty(({max(n_rows, 1)}, {K}))")
+        col = 0
+        for s in wanted:
+            m = low.sizes[s]
+            w.emit(1, f"for _i in range({m}):")
+            w.emit(2, f"for _j in range({K}):")
+            w.emit(3, f"_T[{rows[s]} + _i, _j] = 0.0")
+            w.emit(2, f"_T[{rows[s]} + _i, {col} + _i] = 1.0")
+            col += m
+        self._tangents(w, act, rows, K)
+        o = self.out
+        m = low.sizes[o]
+        if len(wanted) == 1:
+            shape = low.shapes[o] + low.shapes[wanted[0]]
+        else:
+            shape = low.shapes[o] + (K,)
+        if act[o]:
+            w.emit(1, f"return _T[{rows[o]}:{rows[o] + m}].copy()"
+                      f".reshape({self._shape_literal(shape)})")
+        else:
+            w.emit(1, f"return np.zeros({self._shape_literal(shape)})")
+        fn = self._cache[("jacobian", wanted)] = self._module("tape_jacobian", w, params)
+        return fn
+
+    def gradient(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
+        output."""
+        fn = self._cache.get(("gradient", wanted))
+        if fn is not None:
+            return fn
+        low = self.low
+        o = self.out
+        if low.sizes[o] != 1:
+            raise LoweringError("a gradient needs a scalar output")
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        act = self.active(wanted)
+        grads = []
+        if act[o]:
+            self._adjoints(w, act)
+        for s in wanted:
+            shape = low.shapes[s]
+            if not act[o] or not act[s]:
+                grads.append("0.0" if shape == () else f"np.zeros({self._shape_literal(shape)})")
+            elif shape == ():
+                grads.append(f"_a{s}")
+            else:
+                grads.append(f"_a{s}.reshape({self._shape_literal(shape)})"
+                             if low.sizes[s] != 1 else
+                             f"np.full({self._shape_literal(shape)}, _a{s})")
+        w.emit(1, f"return _v{o}, ({', '.join(grads)},)")
+        fn = self._cache[("gradient", wanted)] = self._module("tape_gradient", w, params)
+        return fn
