@@ -58,6 +58,7 @@ from .reverse_mode.transforms import grad, value_and_grad, vjp
 from .scipy_rules.jacobians import ode_jacobian
 from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jacobian
 from .tape import Tape, TapeRetraceWarning, record
+from .tape.jit import JitError, JitFallbackWarning, jit
 
 __all__ = [
     "AbstractNode",
@@ -67,6 +68,8 @@ __all__ = [
     "Dual",
     "DualadError",
     "GradcheckError",
+    "JitError",
+    "JitFallbackWarning",
     "LeafNode",
     "Method",
     "MissingRuleError",
@@ -91,6 +94,7 @@ __all__ = [
     "hvp",
     "jacobian",
     "jacobian_sparsity",
+    "jit",
     "jvp",
     "ode_jacobian",
     "pause_recording",

@@ -373,6 +373,14 @@ class Tape:
                  for g, s in zip(found, wanted)]
         return to_user(outs[0]), grads
 
+    def compile(self, fallback: str = "warn") -> Any:
+        """This tape compiled with Numba (see :func:`dualad.jit`): a ``CompiledTape`` with
+        ``__call__``, ``.grad`` and ``.value_and_grad`` compiled (``.jvp``, ``.vjp`` and
+        ``.hvp`` replay the tape)."""
+        from .jit import CompiledTape
+
+        return CompiledTape(self, fallback)
+
     def grad(self, *args: Any, argnums: int | Sequence[int] = 0) -> Any:
         """The gradient of a scalar-valued ``f`` at ``args`` (reverse sweep of the program)."""
         return self.value_and_grad(*args, argnums=argnums)[1]
