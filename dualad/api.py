@@ -81,8 +81,9 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         return (jac, call.aux()) if has_aux else jac
 
     return mark_transform(wrapped, "jacobian", f, argnums,
-                          lambda g: jacobian(g, argnums, mode=mode, chunk=chunk,
-                                             has_aux=has_aux, holomorphic=holomorphic),
+                          lambda g, **o: jacobian(g, argnums, **{
+                              "mode": mode, "chunk": chunk, "has_aux": has_aux,
+                              "holomorphic": holomorphic, **o}),
                           mode=mode, chunk=chunk, has_aux=has_aux, holomorphic=holomorphic)
 
 

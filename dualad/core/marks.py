@@ -23,17 +23,18 @@ _ATTRIBUTE = "__dualad_transform__"
 @dataclass(frozen=True)
 class TransformMark:
     """Which transform made a function: its ``name``, the function ``f`` it transformed,
-    ``argnums``, its other ``options``, and ``rebuild(g)``, the same transform of ``g``."""
+    ``argnums``, its other ``options``, and ``rebuild(g, **overrides)``, the same transform
+    of ``g`` (with some options overridden)."""
 
     name: str
     f: Callable[..., Any]
     argnums: Any
-    rebuild: Callable[[Callable[..., Any]], Callable[..., Any]]
+    rebuild: Callable[..., Callable[..., Any]]
     options: dict[str, Any] = field(default_factory=dict)
 
 
 def mark_transform(wrapped: Callable[..., Any], name: str, f: Callable[..., Any],
-                   argnums: Any, rebuild: Callable[[Callable[..., Any]], Callable[..., Any]],
+                   argnums: Any, rebuild: Callable[..., Callable[..., Any]],
                    **options: Any) -> Callable[..., Any]:
     """Set the mark on ``wrapped`` and return it."""
     setattr(wrapped, _ATTRIBUTE, TransformMark(name, f, argnums, rebuild, options))

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["import_kernel_module", "kernel_cache_directory"]
+__all__ = ["forget_compiled", "import_kernel_module", "kernel_cache_directory"]
 
 _kernel_lock = threading.Lock()
 
@@ -80,3 +80,24 @@ def import_kernel_module(source: str, modname: str | None = None,
             del sys.modules[modname]
             raise
         return module
+
+
+def forget_compiled(function: Any) -> None:
+    """Delete Numba's on-disk cache of the generated module that defines ``function`` (a
+    Numba dispatcher), e.g. after loading it failed because the files are corrupt; the next
+    call compiles again and writes them anew."""
+    py_func = getattr(function, "py_func", function)
+    module = sys.modules.get(getattr(py_func, "__module__", ""), None)
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return
+    source = Path(path)
+    cache = source.parent / "__pycache__"
+    if not cache.is_dir():
+        return
+    for entry in cache.iterdir():
+        if entry.name.startswith(source.stem + ".") and entry.suffix in (".nbi", ".nbc"):
+            try:
+                entry.unlink()
+            except OSError:
+                pass

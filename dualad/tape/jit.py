@@ -35,6 +35,8 @@ import numpy as np
 
 from ..core.errors import DualadError
 from ..core.marks import transform_mark
+from ..core.tracing import recording_paused
+from ..derivatives.codegen import forget_compiled
 from .lowering import LoweringError, lower
 from .numba_backend import NumbaProgram
 from .tape import Tape
@@ -123,7 +125,9 @@ class Jitted:
             if self.kind == "value":
                 self._python = self.tape
             elif self._rebuild is not None:
-                self._python = self._rebuild(self.tape)
+                # "auto" would first evaluate the tape with recording paused: forward
+                overrides = {"mode": "forward"} if self.options.get("mode") == "auto" else {}
+                self._python = self._rebuild(self.tape, **overrides)
             else:  # pragma: no cover - every mark has rebuild
                 self._python = self.fn
         return self._python
@@ -146,6 +150,8 @@ class Jitted:
                 why, self._why_not = self._why_not, ""
                 self._not_compiled(why)
             return self.python()(*args)
+        if recording_paused():  # a value read with recording off: no tape can see it
+            return self.fn(*args)
         tape = self.tape
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced:  # an outer transform traces through: the tape's dispatching replay
@@ -232,7 +238,7 @@ class Jitted:
                     self._wanted(program, ranges, specs, argnum)), _same
                 if kind == "ode_jacobian":
                     finish = _square
-            kernel(*[_kernel_input(v) for v in values])  # compile now, once
+            _first_call(kernel, [_kernel_input(v) for v in values])
         except LoweringError as exc:
             self._not_compiled(str(exc))
             return None
@@ -250,6 +256,15 @@ class Jitted:
         if results and isinstance(results[0], tuple):
             return tuple(np.stack(parts) for parts in zip(*results))
         return np.stack(results) if results else np.empty((0,))
+
+
+def _first_call(kernel: Callable[..., Any], values: list[Any]) -> None:
+    """Compile (or load from the disk cache) now; a corrupt cache entry is rebuilt."""
+    try:
+        kernel(*values)
+    except Exception:  # noqa: BLE001 - unreadable cache files: compile afresh
+        forget_compiled(kernel)
+        kernel(*values)
 
 
 def _same(r: Any) -> Any:

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..core.errors import DualadError
 from ..derivatives.language import NUMBA_UFUNCS, numba_scalar_source
+from ..derivatives.registry import get_rule, operator_type
 from ..sparsity.flows import index_map_data, is_contraction, linear_reduction_axis
 from .program import Operation, Program
 
@@ -145,8 +146,9 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
         if not e.differentiable:
             raise LoweringError(f"{e.op!r} computes a value without derivative from the inputs")
         _float_array(slots[e.out], repr(e.op))
-        if e.rule is not None:
-            low.instructions.append(_lower_map(e, slots, shapes))
+        rule = e.rule if e.rule is not None else _own_table_rule(e)
+        if rule is not None:
+            low.instructions.append(_lower_map(e, rule, slots, shapes))
             continue
         data = index_map_data(type(e.op))
         if data is not None:
@@ -156,8 +158,23 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
     return low
 
 
-def _lower_map(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]]) -> Map:
-    rule = e.rule
+def _own_table_rule(e: Operation) -> Any:
+    """The table rule of an elementwise call whose gradient is another of dualad's own
+    methods (e.g. one that also handles complex values): on the real values compiled here
+    it agrees with the table. A user's own method is never replaced."""
+    f = getattr(e.op, "f", None)
+    method = getattr(e.gfn, "func", None)
+    if f is None or method is None:
+        return None
+    rule = get_rule(f)
+    if rule is None or operator_type(rule.function) is not type(e.op):
+        return None
+    module = getattr(method, "__module__", "") or ""
+    return rule if module.startswith("dualad.") else None
+
+
+def _lower_map(e: Operation, rule: Any, slots: list[Any], shapes: list[tuple[int, ...]]
+               ) -> Map:
     name = rule.numpy_name
     if name not in NUMBA_UFUNCS or e.kw or e.seqs or len(e.template) != len(rule.arg_names):
         raise LoweringError(f"{e.op!r} has no scalar Numba form")
