@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
+from ..derivatives.language import numba_scalar_call
 from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map
 
 __all__ = ["NumbaProgram"]
@@ -79,6 +80,14 @@ def _renamed(text: str, tag: str) -> str:
     return re.sub(r"\b_t(\d+)\b", lambda m: f"_t{tag}_{m.group(1)}", text)
 
 
+def _constant_partial(expr: str) -> float | None:
+    """The value of a partial written as a plain number (``1.0``, ``(-1.0)``), else None."""
+    try:
+        return float(expr.strip().strip("()"))
+    except ValueError:
+        return None
+
+
 def _literal(v: float) -> str:
     if v != v:
         return "np.nan"
@@ -117,7 +126,10 @@ class NumbaProgram:
         return act
 
     # generation -------------------------------------------------------------------------
-    def _forward_values(self, w: _Writer, params: list[str]) -> None:
+    def _forward_values(self, w: _Writer, params: list[str],
+                        act: list[bool] | None = None) -> None:
+        """The values; with ``act``, also every active elementwise partial (``_d{k}_{a}``:
+        a local for size one, else an array), which the tangent loop reads."""
         low = self.low
         for s in range(low.program.n_inputs):
             params.append(f"_x{s}")
@@ -134,9 +146,23 @@ class NumbaProgram:
                     w.emit(1, f"_v{o} = np.empty({m})")
                     w.emit(1, f"for _i in range({m}):")
                 depth = 2 if m != 1 else 1
+                wanted = [] if act is None or not act[o] else self._active_partials(ins, act)
+                if m != 1:
+                    for a in wanted:
+                        if _constant_partial(ins.partials[a]) is None:
+                            w.lines.insert(len(w.lines) - 1, f"    _d{k}_{a} = np.empty({m})")
                 self._map_arguments(w, ins, depth, k)
-                w.emit(depth, f"y = np.{ins.name}({', '.join(ins.arg_names)})")
+                w.emit(depth, f"y = {numba_scalar_call(ins.name, ins.arg_names)}")
                 w.emit(depth, f"_v{o} = y" if m == 1 else f"_v{o}[_i] = y")
+                if wanted:
+                    for t in ins.temps:
+                        w.emit(depth, _renamed(t, str(k)))
+                    for a in wanted:
+                        if _constant_partial(ins.partials[a]) is not None:
+                            continue  # written into the tangent loop as a literal
+                        expr = _renamed(ins.partials[a], str(k))
+                        w.emit(depth, f"_d{k}_{a} = {expr}" if m == 1 else
+                               f"_d{k}_{a}[_i] = {expr}")
             elif isinstance(ins, Gather):
                 if m == 1:
                     s, _, local = ins.sources[0] if ins.sources else (None, None, None)
@@ -158,6 +184,11 @@ class NumbaProgram:
                                   f"{w.value(s, w.index(local))}")
             elif isinstance(ins, Linear):
                 self._linear(w, ins, forward_tangent=None)
+
+    @staticmethod
+    def _active_partials(ins: Map, act: list[bool]) -> list[int]:
+        return [a for a, (op, expr) in enumerate(zip(ins.operands, ins.partials))
+                if op.slot is not None and act[op.slot] and expr not in ("0.0", "(0.0)")]
 
     def _map_arguments(self, w: _Writer, ins: Map, depth: int, k: int) -> list[str]:
         """Assign each argument's scalar to its rule name; the index expression per operand."""
@@ -201,60 +232,96 @@ class NumbaProgram:
             w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
             w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
 
-    def _tangents(self, w: _Writer, act: list[bool], rows: dict[int, int], K: int) -> None:
-        """Forward tangents, interleaved after the values (second pass over instructions)."""
+    def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int) -> None:
+        """One loop over the ``K`` directions around the whole program's tangents (scalar
+        locals for size one, one reused vector per larger value): one compact loop body,
+        which Numba compiles fast, and the partials computed once, before it."""
         low = self.low
+        sizes = low.sizes
+        for s, a in enumerate(act):
+            if a and sizes[s] != 1:
+                w.emit(1, f"_t{s} = np.empty({sizes[s]})")
+        w.emit(1, f"for _j in range({K}):")
+        col = 0
+        for s in wanted:
+            m = sizes[s]
+            if m == 1:
+                w.emit(2, f"_t{s} = 1.0 if _j == {col} else 0.0")
+            else:
+                w.emit(2, f"for _i in range({m}):")
+                w.emit(3, f"_t{s}[_i] = 1.0 if _j == {col} + _i else 0.0")
+            col += m
+
+        def tan(s: int, at: str) -> str:
+            return f"_t{s}" if sizes[s] == 1 else f"_t{s}[{at}]"
+
         for k, ins in enumerate(low.instructions):
-            o, m = ins.out, low.sizes[ins.out]
-            if not act[o]:
+            o, m = ins.out, sizes[ins.out]
+            if not act[o] or isinstance(ins, Const):
                 continue
-            r = rows[o]
             if isinstance(ins, Map):
-                depth = 1
-                if m != 1:
-                    w.emit(1, f"for _i in range({m}):")
-                    depth = 2
-                at = self._map_arguments(w, ins, depth, k)
-                w.emit(depth, "y = " + (f"_v{o}" if m == 1 else f"_v{o}[_i]"))
-                for t in ins.temps:
-                    w.emit(depth, _renamed(t, str(k)))
                 terms = []
-                for a, (op, expr) in enumerate(zip(ins.operands, ins.partials)):
-                    if op.slot is None or not act[op.slot] or expr in ("0.0", "(0.0)"):
-                        continue
-                    w.emit(depth, f"_d{a} = {_renamed(expr, str(k))}")
-                    terms.append(f"_d{a} * _T[{rows[op.slot]} + {at[a]}, _j]")
-                row = f"{r} + _i" if m != 1 else f"{r}"
-                w.emit(depth, f"for _j in range({K}):")
-                w.emit(depth + 1, f"_T[{row}, _j] = {' + '.join(terms) or '0.0'}")
+                depth = 2 if m == 1 else 3
+                if m != 1:
+                    w.emit(2, f"for _i in range({m}):")
+                for a in self._active_partials(ins, act):
+                    op = ins.operands[a]
+                    if sizes[op.slot] == 1:
+                        at = "0"
+                    elif op.index is None:
+                        at = "_i"
+                    else:
+                        at = w.index(op.index) if m != 1 else str(int(op.index[0]))
+                    c = _constant_partial(ins.partials[a])
+                    t = tan(op.slot, at)
+                    if c is None:
+                        d = f"_d{k}_{a}" if m == 1 else f"_d{k}_{a}[_i]"
+                        terms.append(f"+ {d} * {t}")
+                    elif c == 1.0:
+                        terms.append(f"+ {t}")
+                    elif c == -1.0:
+                        terms.append(f"- {t}")
+                    else:
+                        terms.append(f"+ {_literal(c)} * {t}")
+                text = " ".join(terms).removeprefix("+ ") if terms else "0.0"
+                w.emit(depth, f"{tan(o, '_i')} = {text}")
             elif isinstance(ins, Gather):
                 covered = np.zeros(m, dtype=bool)
                 for s, positions, local in ins.sources:
                     covered[positions] = True
-                    if not act[s]:
-                        w.emit(1, f"for _i in range({positions.size}):")
-                        w.emit(2, f"for _j in range({K}):")
-                        w.emit(3, f"_T[{r} + {w.index(positions)}, _j] = 0.0")
+                    src = tan(s, w.index(local)) if act[s] else "0.0"
+                    if m == 1:
+                        w.emit(2, f"_t{o} = {tan(s, str(int(local[0]))) if act[s] else '0.0'}")
                         continue
-                    w.emit(1, f"for _i in range({positions.size}):")
-                    w.emit(2, f"for _j in range({K}):")
-                    w.emit(3, f"_T[{r} + {w.index(positions)}, _j] = "
-                              f"_T[{rows[s]} + {w.index(local)}, _j]")
+                    if positions.size == 1:
+                        w.emit(2, f"_t{o}[{int(positions[0])}] = "
+                                  f"{tan(s, str(int(local[0]))) if act[s] else '0.0'}")
+                        continue
+                    w.emit(2, f"for _i in range({positions.size}):")
+                    w.emit(3, f"_t{o}[{w.index(positions)}] = {src}")
                 free = np.flatnonzero(~covered)
                 if free.size:
-                    w.emit(1, f"for _i in range({free.size}):")
-                    w.emit(2, f"for _j in range({K}):")
-                    w.emit(3, f"_T[{r} + {w.index(free)}, _j] = 0.0")
+                    if m == 1:
+                        w.emit(2, f"_t{o} = 0.0")
+                    else:
+                        w.emit(2, f"for _i in range({free.size}):")
+                        w.emit(3, f"_t{o}[{w.index(free)}] = 0.0")
             elif isinstance(ins, Linear):
                 s = ins.source
                 ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
-                           w.const_array(ins.data))
-                w.emit(1, f"for _i in range({m}):")
-                w.emit(2, f"for _j in range({K}):")
-                w.emit(3, "_acc = 0.0")
-                w.emit(3, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
-                w.emit(4, f"_acc += {dat}[_p] * _T[{rows[s]} + {ind}[_p], _j]")
-                w.emit(3, f"_T[{r} + _i, _j] = _acc")
+                                 w.const_array(ins.data))
+                src = f"_t{s}[{ind}[_p]]" if sizes[s] != 1 else f"_t{s}"
+                if m == 1:
+                    w.emit(2, "_acc = 0.0")
+                    w.emit(2, f"for _p in range({int(ins.indptr[-1])}):")
+                    w.emit(3, f"_acc += {dat}[_p] * {src}")
+                    w.emit(2, f"_t{o} = _acc")
+                else:
+                    w.emit(2, f"for _i in range({m}):")
+                    w.emit(3, "_acc = 0.0")
+                    w.emit(3, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+                    w.emit(4, f"_acc += {dat}[_p] * {src}")
+                    w.emit(3, f"_t{o}[_i] = _acc")
 
     def _adjoints(self, w: _Writer, act: list[bool]) -> None:
         low = self.low
@@ -308,7 +375,7 @@ class NumbaProgram:
 
     # modules ----------------------------------------------------------------------------
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
-        lines = ['"""A compiled dualad tape (generated)."""', "import numba",
+        lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
                  "import numpy as np", ""]
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
@@ -350,25 +417,9 @@ class NumbaProgram:
         low = self.low
         w = _Writer(low, {})
         params: list[str] = []
-        self._forward_values(w, params)
         act = self.active(wanted)
-        rows: dict[int, int] = {}
-        n_rows = 0
-        for s, a in enumerate(act):
-            if a:
-                rows[s] = n_rows
-                n_rows += low.sizes[s]
+        self._forward_values(w, params, act)
         K = sum(low.sizes[s] for s in wanted)
-        w.emit(1, f"_T = np.empty(({max(n_rows, 1)}, {K}))")
-        col = 0
-        for s in wanted:
-            m = low.sizes[s]
-            w.emit(1, f"for _i in range({m}):")
-            w.emit(2, f"for _j in range({K}):")
-            w.emit(3, f"_T[{rows[s]} + _i, _j] = 0.0")
-            w.emit(2, f"_T[{rows[s]} + _i, {col} + _i] = 1.0")
-            col += m
-        self._tangents(w, act, rows, K)
         o = self.out
         m = low.sizes[o]
         if len(wanted) == 1:
@@ -376,8 +427,14 @@ class NumbaProgram:
         else:
             shape = low.shapes[o] + (K,)
         if act[o]:
-            w.emit(1, f"return _T[{rows[o]}:{rows[o] + m}].copy()"
-                      f".reshape({self._shape_literal(shape)})")
+            w.emit(1, f"_J = np.empty(({m}, {K}))")
+            self._tangents(w, act, wanted, K)
+            if m == 1:
+                w.emit(2, f"_J[0, _j] = _t{o}")
+            else:
+                w.emit(2, f"for _i in range({m}):")
+                w.emit(3, f"_J[_i, _j] = _t{o}[_i]")
+            w.emit(1, f"return _J.reshape({self._shape_literal(shape)})")
         else:
             w.emit(1, f"return np.zeros({self._shape_literal(shape)})")
         fn = self._cache[("jacobian", wanted)] = self._module("tape_jacobian", w, params)
