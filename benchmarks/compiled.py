@@ -11,8 +11,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, Row, max_abs_err, note, require
-from .common import require_dualad
+from .common import (
+    BASELINE,
+    DUALAD,
+    PEER,
+    REFERENCE,
+    Bench,
+    Row,
+    max_abs_err,
+    note,
+    require,
+    require_dualad,
+)
 from .lorenz96 import analytic as lorenz96_analytic
 from .lorenz96 import lorenz96
 from .stiff_models import MODELS

@@ -86,6 +86,7 @@ def forget_compiled(function: Any) -> None:
     """Delete Numba's on-disk cache of the generated module that defines ``function`` (a
     Numba dispatcher), e.g. after loading it failed because the files are corrupt; the next
     call compiles again and writes them anew."""
+    function = getattr(function, "func", function)  # a functools.partial of it
     py_func = getattr(function, "py_func", function)
     module = sys.modules.get(getattr(py_func, "__module__", ""), None)
     path = getattr(module, "__file__", None)

@@ -45,7 +45,7 @@ __all__ = ["CompiledTape", "JitError", "JitFallbackWarning", "jit"]
 
 FALLBACKS = ("warn", "error")
 #: The transforms whose recorded program compiles, by the name of their mark.
-COMPILED = ("value", "grad", "value_and_grad", "jacobian", "ode_jacobian")
+COMPILED = ("value", "grad", "value_and_grad", "jacobian", "ode_jacobian", "sparse_jacobian")
 
 
 class JitError(DualadError, TypeError):
@@ -111,7 +111,7 @@ class Jitted:
             self._why_not = f"ad.{self.kind} is not compiled yet"
         elif self.options.get("has_aux") or self.options.get("holomorphic"):
             self._why_not = "has_aux and holomorphic are not compiled"
-        elif self.kind in ("grad", "value_and_grad", "jacobian") and \
+        elif self.kind in ("grad", "value_and_grad", "jacobian", "sparse_jacobian") and \
                 not isinstance(self.argnums, (int, np.integer)):
             self._why_not = "a tuple of argnums is not compiled"
 
@@ -122,7 +122,9 @@ class Jitted:
     def python(self) -> Callable[..., Any]:
         """The same transform of the tape: what runs where compiled code cannot."""
         if self._python is None:
-            if self.kind == "value":
+            if self.kind not in COMPILED:  # no compiled form: the transform itself
+                self._python = self.fn
+            elif self.kind == "value":
                 self._python = self.tape
             elif self._rebuild is not None:
                 # "auto" would first evaluate the tape with recording paused: forward
@@ -160,6 +162,7 @@ class Jitted:
         program = programs[0]
         entry = self._entries.get(id(program), _MISS)
         if entry is _MISS:
+            self._current_args = args
             entry = self._build(program, leaves, inputs, ranges, specs)
             self._entries[id(program)] = entry
         if entry is None:
@@ -232,6 +235,10 @@ class Jitted:
                 argnum = int(self.argnums) % len(ranges)
                 kernel = code.gradient(self._wanted(program, ranges, specs, argnum))
                 finish = _gradient if kind == "grad" else _value_and_gradient
+            elif kind == "sparse_jacobian":
+                argnum = int(self.argnums) % len(ranges)
+                wanted = self._wanted(program, ranges, specs, argnum)
+                kernel, finish = self._sparse(code, wanted, program, leaves, ranges, argnum)
             else:
                 argnum = 1 if kind == "ode_jacobian" else int(self.argnums) % len(ranges)
                 kernel, finish = code.jacobian(
@@ -243,6 +250,33 @@ class Jitted:
             self._not_compiled(str(exc))
             return None
         return _Entry(program, kernel, finish)
+
+    def _sparse(self, code: NumbaProgram, wanted: tuple[int, ...], program: Any,
+                leaves: list[Any], ranges: list[tuple[int, int]], argnum: int
+                ) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
+        """The compressed kernel of ``sparse_jacobian`` and the CSR result around its data:
+        the pattern (given, or detected at this call), its column colouring (one direction
+        per colour) and the decompression are fixed at compile time."""
+        import scipy.sparse
+
+        pattern = self.options.get("sparsity")
+        if pattern is None:
+            args = self._current_args
+            pattern = self.options["detect"](*args)
+        csr = scipy.sparse.csr_array(pattern, dtype=bool)
+        csr.sum_duplicates()
+        csr.sort_indices()
+        m, n = csr.shape
+        colors = np.asarray(self.options["color"](csr), dtype=np.intp)
+        rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(csr.indptr))
+        cols = csr.indices.astype(np.intp)
+        kernel = code.compressed_jacobian(wanted, colors, rows, cols)
+        indices, indptr = csr.indices.copy(), csr.indptr.copy()
+
+        def finish(data: np.ndarray) -> Any:
+            return scipy.sparse.csr_array((data, indices, indptr), shape=(m, n))
+
+        return kernel, finish
 
     # batches -----------------------------------------------------------------------------
     def batch(self, xs: Any, *args: Any) -> Any:

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,8 @@ __all__ = ["NumbaProgram"]
 #: Programs with more instructions than this are not compiled (Numba's compile time grows
 #: faster than linearly with a function's size); they run in Python.
 MAX_INSTRUCTIONS = 400
+#: Constant arrays longer than this are passed to the kernel instead of written in its source.
+MAX_GLOBAL_ARRAY = 64
 
 
 class _Writer:
@@ -54,8 +57,16 @@ class _Writer:
         self.sizes = low.sizes
         self.lines: list[str] = []
         self.globals = globals_
+        self.arrays: dict[str, np.ndarray] = {}
 
     def const_array(self, a: np.ndarray) -> str:
+        """A name for the constant array ``a``: a module global when small, else a
+        parameter of the kernel bound at call time (Numba compiles large global arrays
+        into the code, slowly, and the source would hold them)."""
+        if a.size > MAX_GLOBAL_ARRAY:
+            name = f"_A{len(self.arrays)}"
+            self.arrays[name] = np.ascontiguousarray(a)
+            return name
         name = f"_G{len(self.globals)}"
         self.globals[name] = a
         return name
@@ -232,7 +243,8 @@ class NumbaProgram:
             w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
             w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
 
-    def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int) -> None:
+    def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int,
+                  colors: str | None = None) -> None:
         """One loop over the ``K`` directions around the whole program's tangents (scalar
         locals for size one, one reused vector per larger value): one compact loop body,
         which Numba compiles fast, and the partials computed once, before it."""
@@ -243,9 +255,15 @@ class NumbaProgram:
                 w.emit(1, f"_t{s} = np.empty({sizes[s]})")
         w.emit(1, f"for _j in range({K}):")
         col = 0
-        for s in wanted:
+        for s in wanted:  # seeds: the identity, or one direction per colour of columns
             m = sizes[s]
-            if m == 1:
+            if colors is not None:
+                if m == 1:
+                    w.emit(2, f"_t{s} = 1.0 if _j == {colors}[{col}] else 0.0")
+                else:
+                    w.emit(2, f"for _i in range({m}):")
+                    w.emit(3, f"_t{s}[_i] = 1.0 if _j == {colors}[{col} + _i] else 0.0")
+            elif m == 1:
                 w.emit(2, f"_t{s} = 1.0 if _j == {col} else 0.0")
             else:
                 w.emit(2, f"for _i in range({m}):")
@@ -383,10 +401,13 @@ class NumbaProgram:
                 ", ".join(_literal(float(v)) for v in arr)
             lines.append(f"{gname} = np.array([{items}], dtype={dtype})")
         lines += ["", "", '@numba.njit(cache=True, error_model="numpy")',
-                  f"def {name}({', '.join(params)}):"] + w.lines
+                  f"def {name}({', '.join(list(w.arrays) + params)}):"] + w.lines
         source = "\n".join(lines) + "\n"
         module = import_kernel_module(source, subdirectory="tapes")
-        return getattr(module, name)
+        kernel = getattr(module, name)
+        if w.arrays:  # bound first: the kernel takes the program's inputs
+            return functools.partial(kernel, *w.arrays.values())
+        return kernel
 
     def _shape_literal(self, shape: tuple[int, ...]) -> str:
         return "(" + "".join(f"{d}, " for d in shape) + ")"
@@ -438,6 +459,44 @@ class NumbaProgram:
         else:
             w.emit(1, f"return np.zeros({self._shape_literal(shape)})")
         fn = self._cache[("jacobian", wanted)] = self._module("tape_jacobian", w, params)
+        return fn
+
+    def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
+                            rows: np.ndarray, cols: np.ndarray) -> Callable[..., Any]:
+        """``compressed(*inputs)``: the values, in the order of ``(rows, cols)``, of the
+        Jacobian's entries (output entries by input entries of the slots ``wanted``), from
+        one direction per colour of ``colors`` (a distance-2 column colouring of that
+        pattern); the decompression happens inside the compiled code."""
+        key = ("compressed", wanted, colors.tobytes(), rows.tobytes(), cols.tobytes())
+        fn = self._cache.get(key)
+        if fn is not None:
+            return fn
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        act = self.active(wanted)
+        self._forward_values(w, params, act)
+        o = self.out
+        m = low.sizes[o]
+        c = int(colors.max()) + 1 if colors.size else 0
+        nnz = rows.size
+        if act[o] and nnz:
+            C = w.const_array(colors.astype(np.intp))
+            w.emit(1, f"_B = np.empty(({m}, {c}))")
+            self._tangents(w, act, wanted, c, colors=C)
+            if m == 1:
+                w.emit(2, f"_B[0, _j] = _t{o}")
+            else:
+                w.emit(2, f"for _i in range({m}):")
+                w.emit(3, f"_B[_i, _j] = _t{o}[_i]")
+            R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
+            w.emit(1, f"_data = np.empty({nnz})")
+            w.emit(1, f"for _e in range({nnz}):")
+            w.emit(2, f"_data[_e] = _B[{R}[_e], {C}[{Q}[_e]]]")
+            w.emit(1, "return _data")
+        else:
+            w.emit(1, f"return np.zeros({nnz})")
+        fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
         return fn
 
     def gradient(self, wanted: tuple[int, ...]) -> Callable[..., Any]:

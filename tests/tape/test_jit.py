@@ -300,3 +300,27 @@ def test_disk_cache_across_processes_and_corrupt_entries(tmp_path):
             path.write_bytes(b"\x00garbage")
     third, _ = _run(tmp_path)
     assert third == expected
+
+
+def test_sparse_jacobian_compressed_inside_compiled_code():
+    def brusselator(y, n=4):
+        u, v = y[:n * n].reshape(n, n), y[n * n:].reshape(n, n)
+
+        def lap(a):
+            return (np.roll(a, 1, 0) + np.roll(a, -1, 0) + np.roll(a, 1, 1)
+                    + np.roll(a, -1, 1) - 4 * a) * n * n
+
+        uuv = u * u * v
+        return np.concatenate([(1.0 + uuv - 4.4 * u + 10.0 * lap(u)).ravel(),
+                               (3.4 * u - uuv + 10.0 * lap(v)).ravel()])
+
+    jac = compiled_only(ad.sparse_jacobian(brusselator))
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        y = rng.uniform(0.5, 2.0, 32)
+        J = jac(y)
+        expected = ad.sparse_jacobian(brusselator)(y)
+        assert J.format == "csr" and J.shape == (32, 32) and J.nnz == expected.nnz
+        np.testing.assert_allclose(J.toarray(), expected.toarray(), rtol=1e-13, atol=1e-12)
+        np.testing.assert_allclose(J.toarray(), ad.jacobian(brusselator)(y), rtol=1e-13,
+                                   atol=1e-12)
