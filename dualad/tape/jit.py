@@ -38,7 +38,7 @@ from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from .lowering import LoweringError, lower
-from .numba_backend import NumbaProgram
+from .numba_backend import NumbaProgram, batch_kernel
 from .tape import Tape
 
 __all__ = ["CompiledTape", "JitError", "JitFallbackWarning", "jit"]
@@ -238,38 +238,62 @@ class Jitted:
             elif kind == "sparse_jacobian":
                 argnum = int(self.argnums) % len(ranges)
                 wanted = self._wanted(program, ranges, specs, argnum)
-                kernel, finish = self._sparse(code, wanted, program, leaves, ranges, argnum)
+                kernel, finish = self._sparse(code, wanted)
             else:
                 argnum = 1 if kind == "ode_jacobian" else int(self.argnums) % len(ranges)
-                kernel, finish = code.jacobian(
-                    self._wanted(program, ranges, specs, argnum)), _same
-                if kind == "ode_jacobian":
-                    finish = _square
+                wanted = self._wanted(program, ranges, specs, argnum)
+                kernel = None
+                if "color" in self.options:  # structurally sparse: compressed seeds
+                    kernel = self._compressed_dense(code, wanted)
+                if kernel is None:
+                    kernel = code.jacobian(wanted)
+                finish = _square if kind == "ode_jacobian" else _same
             _first_call(kernel, [_kernel_input(v) for v in values])
         except LoweringError as exc:
             self._not_compiled(str(exc))
             return None
         return _Entry(program, kernel, finish)
 
-    def _sparse(self, code: NumbaProgram, wanted: tuple[int, ...], program: Any,
-                leaves: list[Any], ranges: list[tuple[int, int]], argnum: int
+    def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Any:
+        """The boolean CSR pattern of the Jacobian (given, or detected at this call's
+        arguments; a recording without guards has the same pattern everywhere), its
+        column colouring, and its row and column indices."""
+        import scipy.sparse
+
+        pattern = self.options.get("sparsity")
+        if pattern is None:
+            pattern = self.options["detect"](*self._current_args)
+        csr = scipy.sparse.csr_array(pattern, dtype=bool)
+        csr.sum_duplicates()
+        csr.sort_indices()
+        colors = np.asarray(self.options["color"](csr), dtype=np.intp)
+        rows = np.repeat(np.arange(csr.shape[0], dtype=np.intp), np.diff(csr.indptr))
+        return csr, colors, rows, csr.indices.astype(np.intp)
+
+    def _compressed_dense(self, code: NumbaProgram, wanted: tuple[int, ...]
+                          ) -> Callable[..., Any] | None:
+        """A dense Jacobian from compressed seeds, when the colouring needs clearly fewer
+        directions than there are inputs (measured: the tangent loop costs in proportion to
+        the directions; the scatter into zeros is cheap beside it)."""
+        low = code.low
+        K = sum(low.sizes[s] for s in wanted)
+        csr, colors, rows, cols = self._pattern(code, wanted)
+        if csr.shape != (low.sizes[code.out], K):
+            return None
+        if colors.size and (int(colors.max()) + 1) * 4 > K * 3:
+            return None
+        shape = low.shapes[code.out] + (low.shapes[wanted[0]] if len(wanted) == 1 else (K,))
+        return code.compressed_jacobian(wanted, colors, rows, cols, dense=shape)
+
+    def _sparse(self, code: NumbaProgram, wanted: tuple[int, ...]
                 ) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
         """The compressed kernel of ``sparse_jacobian`` and the CSR result around its data:
         the pattern (given, or detected at this call), its column colouring (one direction
         per colour) and the decompression are fixed at compile time."""
         import scipy.sparse
 
-        pattern = self.options.get("sparsity")
-        if pattern is None:
-            args = self._current_args
-            pattern = self.options["detect"](*args)
-        csr = scipy.sparse.csr_array(pattern, dtype=bool)
-        csr.sum_duplicates()
-        csr.sort_indices()
+        csr, colors, rows, cols = self._pattern(code, wanted)
         m, n = csr.shape
-        colors = np.asarray(self.options["color"](csr), dtype=np.intp)
-        rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(csr.indptr))
-        cols = csr.indices.astype(np.intp)
         kernel = code.compressed_jacobian(wanted, colors, rows, cols)
         indices, indptr = csr.indices.copy(), csr.indptr.copy()
 
@@ -281,15 +305,43 @@ class Jitted:
     # batches -----------------------------------------------------------------------------
     def batch(self, xs: Any, *args: Any) -> Any:
         """The function applied to each row of ``xs`` (its leading axis) with the same
-        ``args``; results stacked (tuples of results: a tuple of stacks)."""
+        ``args``; results stacked (tuples of results: a tuple of stacks). Compiled entries
+        that return one array loop inside Numba (over threads when Numba has several)."""
         xs = np.asarray(xs)
         if xs.ndim < 1:
             raise ValueError(f"ad.jit({self.__name__}).batch: xs must have a leading batch "
                              f"axis, got shape {xs.shape}.")
-        results = [self._call((x,) + args) for x in xs]
-        if results and isinstance(results[0], tuple):
+        if len(xs) == 0:
+            return np.empty((0,))
+        first = self._call((xs[0],) + args)
+        entry = self._fast_entry
+        if (entry is not None and entry.finish in (_same, _square) and xs.dtype == _F8
+                and all(type(a) in (float, np.float64) or (type(a) is np.ndarray and
+                        a.dtype == _F8) for a in args)
+                and len(entry.program.input_leaves) == 1 + len(args)
+                and isinstance(first, np.ndarray)):
+            loop = self._batch_loop(entry)
+            rows = np.ascontiguousarray(xs.reshape(len(xs), -1))
+            if rows.shape[1] == 1:
+                rows = rows.reshape(-1)
+            out = loop(rows, *[_kernel_input(a) for a in args])
+            return out.reshape((len(xs),) + first.shape)
+        results = [first] + [self._call((x,) + args) for x in xs[1:]]
+        if isinstance(first, tuple):
             return tuple(np.stack(parts) for parts in zip(*results))
-        return np.stack(results) if results else np.empty((0,))
+        return np.stack(results)
+
+    def _batch_loop(self, entry: _Entry) -> Callable[..., Any]:
+        loops = self.__dict__.setdefault("_batch_loops", {})
+        found = loops.get(id(entry))
+        if found is None:
+            import numba
+
+            parallel = numba.config.NUMBA_NUM_THREADS > 1 and numba.get_num_threads() > 1
+            found = loops[id(entry)] = batch_kernel(entry.kernel,
+                                                    len(entry.program.input_leaves),
+                                                    parallel)
+        return found
 
 
 def _first_call(kernel: Callable[..., Any], values: list[Any]) -> None:

@@ -462,12 +462,14 @@ class NumbaProgram:
         return fn
 
     def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
-                            rows: np.ndarray, cols: np.ndarray) -> Callable[..., Any]:
+                            rows: np.ndarray, cols: np.ndarray,
+                            dense: tuple[int, ...] | None = None) -> Callable[..., Any]:
         """``compressed(*inputs)``: the values, in the order of ``(rows, cols)``, of the
         Jacobian's entries (output entries by input entries of the slots ``wanted``), from
         one direction per colour of ``colors`` (a distance-2 column colouring of that
-        pattern); the decompression happens inside the compiled code."""
-        key = ("compressed", wanted, colors.tobytes(), rows.tobytes(), cols.tobytes())
+        pattern); the decompression happens inside the compiled code. With ``dense`` (a
+        shape), the entries are scattered into a dense Jacobian of that shape instead."""
+        key = ("compressed", wanted, colors.tobytes(), rows.tobytes(), cols.tobytes(), dense)
         fn = self._cache.get(key)
         if fn is not None:
             return fn
@@ -490,10 +492,19 @@ class NumbaProgram:
                 w.emit(2, f"for _i in range({m}):")
                 w.emit(3, f"_B[_i, _j] = _t{o}[_i]")
             R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
-            w.emit(1, f"_data = np.empty({nnz})")
-            w.emit(1, f"for _e in range({nnz}):")
-            w.emit(2, f"_data[_e] = _B[{R}[_e], {C}[{Q}[_e]]]")
-            w.emit(1, "return _data")
+            if dense is not None:
+                K = sum(low.sizes[s] for s in wanted)
+                w.emit(1, f"_D = np.zeros(({m}, {K}))")
+                w.emit(1, f"for _e in range({nnz}):")
+                w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
+            else:
+                w.emit(1, f"_data = np.empty({nnz})")
+                w.emit(1, f"for _e in range({nnz}):")
+                w.emit(2, f"_data[_e] = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(1, "return _data")
+        elif dense is not None:
+            w.emit(1, f"return np.zeros({self._shape_literal(dense)})")
         else:
             w.emit(1, f"return np.zeros({nnz})")
         fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
@@ -529,3 +540,34 @@ class NumbaProgram:
         w.emit(1, f"return _v{o}, ({', '.join(grads)},)")
         fn = self._cache[("gradient", wanted)] = self._module("tape_gradient", w, params)
         return fn
+
+
+def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False
+                 ) -> Callable[..., Any]:
+    """``batch(xs, *other_inputs)``: ``kernel`` (an entry made above, whose result is an
+    array or a float) applied to each row of ``xs`` (its first input, flat per row) inside
+    one compiled loop, the results stacked; ``parallel`` spreads the rows over Numba's
+    threads (``prange``)."""
+    bound: tuple = ()
+    if isinstance(kernel, functools.partial):
+        bound, kernel = kernel.args, kernel.func
+    py_func = kernel.py_func
+    arrays = [f"_A{i}" for i in range(len(bound))]
+    others = [f"_x{i}" for i in range(1, n_inputs)]
+    call = ", ".join(arrays + ["_xs[_b]"] + others)
+    loop = "numba.prange" if parallel else "range"
+    lines = ['"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
+             "import numpy as np", f"from {py_func.__module__} import {py_func.__name__} as _K",
+             "", "",
+             f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
+             f"def tape_batch({', '.join(arrays + ['_xs'] + others)}):",
+             "    _n = _xs.shape[0]",
+             f"    _first = np.asarray(_K({call.replace('_xs[_b]', '_xs[0]')}))",
+             "    _out = np.empty((_n,) + _first.shape)",
+             f"    for _b in {loop}(_n):",
+             f"        _out[_b] = _K({call})",
+             "    return _out"]
+    module = import_kernel_module("\n".join(lines) + "\n", subdirectory="tapes")
+    if bound:
+        return functools.partial(module.tape_batch, *bound)
+    return module.tape_batch

@@ -81,6 +81,17 @@ def test_lorenz96_jacobian_every_mode(mode):
         np.testing.assert_allclose(jac(x), numerical_jacobian(lorenz96, (x,), 0), atol=1e-6)
 
 
+def test_ode_jacobian_seeds_compressed_when_sparse():
+    jac = compiled_only(ad.ode_jacobian(lambda t, y: lorenz96(y) * (1.0 + t)))
+    for n in (12, 30):
+        y = np.cos(np.arange(float(n)))
+        J = jac(0.5, y)
+        np.testing.assert_allclose(J, 1.5 * ad.jacobian(lorenz96)(y), rtol=1e-14, atol=1e-14)
+    assert any("compressed" in getattr(e.kernel, "__name__", "") or
+               "compressed" in getattr(getattr(e.kernel, "func", None), "__name__", "")
+               for e in jac._entries.values())
+
+
 def test_jacobian_of_broadcasting_and_matrices():
     a = np.array([[1.0, -2.0, 0.5], [0.3, 0.2, -1.0]])
 
