@@ -100,10 +100,73 @@ def lorenz_rows(bench: Bench, quick: bool) -> None:
 
         bench.time(case, "analytic numpy", BASELINE, lambda x=x: lambda: lorenz96_analytic(x),
                    size=n, check=check)
+        def compiled_ode(x=x):
+            ad = require_dualad()
+            jac = ad.jit(ad.ode_jacobian(lambda t, y: lorenz96(y)), fallback="error")
+            return lambda: jac(0.0, x)
+
         bench.time(case, "ad.jit(jacobian)", DUALAD, compiled, size=n, check=check)
+        bench.time(case, "ad.jit(ode_jacobian) (compressed)", DUALAD, compiled_ode, size=n,
+                   check=check)
         bench.time(case, "ad.jacobian forward (eager)", DUALAD, eager, size=n, check=check)
         bench.time(case, "jax.jit(jacfwd)", PEER, jax_jac, size=n, check=check,
                    peer_name="jax")
+
+
+def brusselator_rows(bench: Bench) -> None:
+    import scipy.sparse
+
+    N = 32
+
+    def f(y, xp=np):
+        u, v = y[:N * N].reshape(N, N), y[N * N:].reshape(N, N)
+
+        def lap(a):
+            return (xp.roll(a, 1, 0) + xp.roll(a, -1, 0) + xp.roll(a, 1, 1)
+                    + xp.roll(a, -1, 1) - 4 * a) * N * N
+
+        uuv = u * u * v
+        return xp.concatenate([(1.0 + uuv - 4.4 * u + 10.0 * lap(u)).ravel(),
+                               (3.4 * u - uuv + 10.0 * lap(v)).ravel()])
+
+    y0 = np.concatenate([1 + np.sin(np.linspace(0, 3, N * N)), 3 * np.ones(N * N)])
+    ad = require_dualad()
+    reference = ad.sparse_jacobian(f)(y0)
+
+    def check(result):
+        return {"max abs err": f"{abs(scipy.sparse.csr_array(result) - reference).max():.1e}"}
+
+    def compiled():
+        jac = require_dualad().jit(require_dualad().sparse_jacobian(f), fallback="error")
+        return lambda: jac(y0)
+
+    def eager():
+        jac = require_dualad().sparse_jacobian(f)
+        return lambda: jac(y0)
+
+    def jax_compressed():
+        jax = require("jax")
+        pattern = ad.jacobian_sparsity(f)(y0)
+        colors = ad.color_columns(pattern)
+        seeds = jax.numpy.asarray(np.eye(colors.max() + 1)[colors])
+        jvp = jax.jit(lambda y: jax.vmap(lambda s: jax.jvp(lambda z: f(z, jax.numpy), (y,),
+                                                            (s,))[1], 1, 1)(seeds))
+        coo = pattern.tocoo()
+        rows, cols = coo.row, coo.col
+        yj = jax.numpy.asarray(y0)
+
+        def run():
+            comp = np.asarray(jvp(yj))
+            return scipy.sparse.csr_array((comp[rows, colors[cols]], (rows, cols)),
+                                          shape=pattern.shape)
+
+        return run
+
+    case = f"Brusselator 2-D N={N} sparse"
+    bench.time(case, "ad.sparse_jacobian (eager)", BASELINE, eager, size=2 * N * N, check=check)
+    bench.time(case, "ad.jit(sparse_jacobian)", DUALAD, compiled, size=2 * N * N, check=check)
+    bench.time(case, "jax.jit compressed jvp + CSR", PEER, jax_compressed, size=2 * N * N,
+               check=check, peer_name="jax")
 
 
 def chain(x, n=100):
@@ -301,6 +364,7 @@ def run(quick: bool = False):
          "compilation (warm-up)")
     stiff_rows(bench)
     lorenz_rows(bench, quick)
+    brusselator_rows(bench)
     chain_rows(bench)
     batch_rows(bench, quick)
     entry_rows(bench)

@@ -111,7 +111,7 @@ class Jitted:
             self._why_not = f"ad.{self.kind} is not compiled yet"
         elif self.options.get("has_aux") or self.options.get("holomorphic"):
             self._why_not = "has_aux and holomorphic are not compiled"
-        elif self.kind in ("grad", "value_and_grad", "jacobian", "sparse_jacobian") and \
+        elif self.kind in ("jacobian", "sparse_jacobian") and \
                 not isinstance(self.argnums, (int, np.integer)):
             self._why_not = "a tuple of argnums is not compiled"
 
@@ -232,9 +232,15 @@ class Jitted:
             if kind == "value":
                 kernel, finish = code.value(), _same
             elif kind in ("grad", "value_and_grad"):
-                argnum = int(self.argnums) % len(ranges)
-                kernel = code.gradient(self._wanted(program, ranges, specs, argnum))
-                finish = _gradient if kind == "grad" else _value_and_gradient
+                single = isinstance(self.argnums, (int, np.integer))
+                nums = [self.argnums] if single else list(self.argnums)
+                wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
+                              for a in nums), ())
+                kernel = code.gradient(wanted)
+                if single:
+                    finish = _gradient if kind == "grad" else _value_and_gradient
+                else:
+                    finish = _gradients if kind == "grad" else _value_and_gradients
             elif kind == "sparse_jacobian":
                 argnum = int(self.argnums) % len(ranges)
                 wanted = self._wanted(program, ranges, specs, argnum)
@@ -363,6 +369,14 @@ def _gradient(r: Any) -> Any:
 
 def _value_and_gradient(r: Any) -> Any:
     return r[0], r[1][0]
+
+
+def _gradients(r: Any) -> Any:
+    return tuple(r[1])
+
+
+def _value_and_gradients(r: Any) -> Any:
+    return r[0], tuple(r[1])
 
 
 def _square(r: Any) -> Any:

@@ -40,7 +40,8 @@ from ..derivatives.registry import get_rule, operator_type
 from ..sparsity.flows import index_map_data, is_contraction, linear_reduction_axis
 from .program import Operation, Program
 
-__all__ = ["Const", "Gather", "Linear", "Lowered", "LoweringError", "Map", "lower"]
+__all__ = ["Const", "Gather", "Linear", "Lowered", "LoweringError", "Map", "MatMul", "Select",
+           "lower"]
 
 #: Contractions with a constant operand are probed column by column up to this many inputs.
 MAX_PROBED_SIZE = 4096
@@ -94,6 +95,31 @@ class Linear:
     indices: np.ndarray
     data: np.ndarray
     offset: np.ndarray
+
+
+@dataclass
+class MatMul:
+    """``out (p, r) = a (p, q) @ b (q, r)``, operands computed values (or constants)."""
+
+    out: int
+    a: int | None
+    b: int | None
+    a_const: np.ndarray | None
+    b_const: np.ndarray | None
+    p: int
+    q: int
+    r: int
+
+
+@dataclass
+class Select:
+    """``out[g] = max`` (or ``min``) over the entries ``i`` of ``source`` with
+    ``group[i] == g``; ties share the derivative equally."""
+
+    out: int
+    source: int
+    group: np.ndarray
+    largest: bool
 
 
 @dataclass
@@ -154,8 +180,43 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
         if data is not None:
             low.instructions.append(_lower_gather(e, slots, sizes, found, data))
             continue
+        if is_contraction(type(e.op)) and len(found) == 2:
+            low.instructions.append(_lower_matmul(e, slots, shapes, found))
+            continue
         low.instructions.append(_lower_linear(e, slots, sizes, found))
     return low
+
+
+def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
+                  found: list[tuple[int, int | None, int]]) -> MatMul:
+    """A matrix product of two computed values (1-D operands as a row or a column)."""
+    if e.kw or len(e.template) != 2 or any(j is not None for _, j, _ in found):
+        raise LoweringError(f"{e.op!r} with these arguments has no compiled form")
+    by_pos = {pos: s for pos, _, s in found}
+    sa, sb = shapes[by_pos[0]], shapes[by_pos[1]]
+    if len(sa) not in (1, 2) or len(sb) not in (1, 2):
+        raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
+    p, q = (1, sa[0]) if len(sa) == 1 else sa
+    q2, r = (sb[0], 1) if len(sb) == 1 else sb
+    if q != q2 or min(p, q, r) < 2:
+        raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
+    return MatMul(e.out, by_pos[0], by_pos[1], None, None, p, q, r)
+
+
+def _groups(shape: tuple[int, ...], axis: Any) -> np.ndarray:
+    """The output entry each input entry of a reduction over ``axis`` belongs to."""
+    ndim = len(shape)
+    if axis is None:
+        axes = tuple(range(ndim))
+    else:
+        axes = tuple(sorted(int(a) % max(ndim, 1) for a in
+                            (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    kept = [d for d in range(ndim) if d not in axes]
+    coords = np.indices(shape).reshape(ndim, -1)
+    if not kept:
+        return np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.intp)
+    return np.ravel_multi_index(tuple(coords[d] for d in kept),
+                                tuple(shape[d] for d in kept)).astype(np.intp)
 
 
 def _own_table_rule(e: Operation) -> Any:
@@ -261,8 +322,30 @@ def _lower_gather(e: Operation, slots: list[Any], sizes: list[int],
     return Gather(e.out, constant, sources)
 
 
+def _as_selection(e: Operation, slots: list[Any], pos: int, s: int,
+                  shape: tuple[int, ...], axis_at: int | None) -> Select | None:
+    """A reduction that picks the largest (or smallest) entry of each group, if it is one."""
+    if axis_at is None:
+        return None
+    axis = e.template[axis_at] if len(e.template) > axis_at else e.kw.get("axis")
+    group = _groups(shape, axis)
+    rng = np.random.default_rng(1)
+    r = rng.standard_normal(group.size)
+    got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
+                     dtype=np.float64).ravel()
+    n_out = int(group.max()) + 1 if group.size else 0
+    if got.size != n_out:
+        return None
+    for largest, ufunc in ((True, np.maximum), (False, np.minimum)):
+        expected = np.full(n_out, -np.inf if largest else np.inf)
+        ufunc.at(expected, group, r)
+        if np.array_equal(got, expected):
+            return Select(e.out, s, group, largest)
+    return None
+
+
 def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
-                  found: list[tuple[int, int | None, int]]) -> Linear:
+                  found: list[tuple[int, int | None, int]]) -> Linear | Select:
     """A reduction or a contraction with one computed operand, probed as a matrix."""
     if len(found) != 1 or found[0][1] is not None:
         raise LoweringError(f"{e.op!r} is not a linear function of one computed value")
@@ -292,6 +375,9 @@ def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
         got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
                          dtype=np.float64).ravel()
         if not np.allclose(got, columns @ r + offset, rtol=1e-12, atol=1e-12):
+            selected = _as_selection(e, slots, pos, s, shape, axis_at)
+            if selected is not None:
+                return selected
             raise LoweringError(f"{e.op!r} is not linear in its computed argument")
     rows, cols = np.nonzero(columns)
     indptr = np.zeros(m + 1, dtype=np.intp)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
-from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map
+from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map, MatMul, Select
 
 __all__ = ["NumbaProgram"]
 
@@ -132,8 +132,10 @@ class NumbaProgram:
                 act[ins.out] = any(o.slot is not None and act[o.slot] for o in ins.operands)
             elif isinstance(ins, Gather):
                 act[ins.out] = any(act[s] for s, _, _ in ins.sources)
-            elif isinstance(ins, Linear):
+            elif isinstance(ins, (Linear, Select)):
                 act[ins.out] = act[ins.source]
+            elif isinstance(ins, MatMul):
+                act[ins.out] = act[ins.a] or act[ins.b]
         return act
 
     # generation -------------------------------------------------------------------------
@@ -195,6 +197,11 @@ class NumbaProgram:
                                   f"{w.value(s, w.index(local))}")
             elif isinstance(ins, Linear):
                 self._linear(w, ins, forward_tangent=None)
+            elif isinstance(ins, MatMul):
+                w.emit(1, f"_v{o} = ({self._matrix(ins.a, ins.p, ins.q)} @ "
+                          f"{self._matrix(ins.b, ins.q, ins.r)}).reshape(-1)")
+            elif isinstance(ins, Select):
+                self._select_values(w, ins)
 
     @staticmethod
     def _active_partials(ins: Map, act: list[bool]) -> list[int]:
@@ -222,6 +229,33 @@ class NumbaProgram:
             w.emit(depth, f"{name} = {w.value(op.slot, idx)}")
             at.append(idx)
         return at
+
+    @staticmethod
+    def _matrix(s: int, rows: int, cols: int, prefix: str = "_v") -> str:
+        return f"{prefix}{s}.reshape(({rows}, {cols}))"
+
+    def _select_values(self, w: _Writer, ins: Select) -> None:
+        """``out[g]`` = the largest (smallest) entry of group ``g``, and ``_n{o}``: how many
+        entries tie for it (they share the derivative)."""
+        o, s, n = ins.out, ins.source, ins.group.size
+        m = self.low.sizes[o]
+        if self.low.sizes[s] == 1 or m == 1:
+            if self.low.sizes[s] == 1:
+                raise LoweringError("a selection over one entry")
+        G = w.const_array(ins.group)
+        better = ">" if ins.largest else "<"
+        start = "-np.inf" if ins.largest else "np.inf"
+        w.emit(1, f"_m{o} = np.full({m}, {start})")
+        w.emit(1, f"_n{o} = np.zeros({m})")
+        w.emit(1, f"for _i in range({n}):")
+        w.emit(2, f"_x = _v{s}[_i]")
+        w.emit(2, f"_g = {G}[_i]")
+        w.emit(2, f"if _x {better} _m{o}[_g]:")
+        w.emit(3, f"_m{o}[_g] = _x")
+        w.emit(3, f"_n{o}[_g] = 1.0")
+        w.emit(2, f"elif _x == _m{o}[_g]:")
+        w.emit(3, f"_n{o}[_g] += 1.0")
+        w.emit(1, f"_v{o} = _m{o}[0]" if m == 1 else f"_v{o} = _m{o}")
 
     def _linear(self, w: _Writer, ins: Linear, forward_tangent: Any) -> None:
         o, m, s = ins.out, self.low.sizes[ins.out], ins.source
@@ -324,6 +358,23 @@ class NumbaProgram:
                     else:
                         w.emit(2, f"for _i in range({free.size}):")
                         w.emit(3, f"_t{o}[{w.index(free)}] = 0.0")
+            elif isinstance(ins, MatMul):
+                terms = []
+                if act[ins.a]:
+                    terms.append(f"({self._matrix(ins.a, ins.p, ins.q, '_t')} @ "
+                                 f"{self._matrix(ins.b, ins.q, ins.r)})")
+                if act[ins.b]:
+                    terms.append(f"({self._matrix(ins.a, ins.p, ins.q)} @ "
+                                 f"{self._matrix(ins.b, ins.q, ins.r, '_t')})")
+                w.emit(2, f"_t{o}[:] = ({' + '.join(terms)}).reshape(-1)")
+            elif isinstance(ins, Select):
+                s = ins.source
+                G = w.const_array(ins.group)
+                w.emit(2, f"_acc_{o} = np.zeros({m})")
+                w.emit(2, f"for _i in range({ins.group.size}):")
+                w.emit(3, f"if _v{s}[_i] == _m{o}[{G}[_i]]:")
+                w.emit(4, f"_acc_{o}[{G}[_i]] += _t{s}[_i] / _n{o}[{G}[_i]]")
+                w.emit(2, f"_t{o} = _acc_{o}[0]" if m == 1 else f"_t{o}[:] = _acc_{o}")
             elif isinstance(ins, Linear):
                 s = ins.source
                 ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
@@ -381,6 +432,23 @@ class NumbaProgram:
                     else:
                         w.emit(1, f"for _i in range({positions.size}):")
                         w.emit(2, f"{adj(s, w.index(local))} += {adj(o, w.index(positions))}")
+            elif isinstance(ins, MatMul):
+                g = self._matrix(o, ins.p, ins.r, "_a")
+                if act[ins.a]:
+                    w.emit(1, f"_a{ins.a} += ({g} @ {self._matrix(ins.b, ins.q, ins.r)}.T)"
+                              f".reshape(-1)")
+                if act[ins.b]:
+                    w.emit(1, f"_a{ins.b} += ({self._matrix(ins.a, ins.p, ins.q)}.T @ {g})"
+                              f".reshape(-1)")
+            elif isinstance(ins, Select):
+                s = ins.source
+                if not act[s]:
+                    continue
+                G = w.const_array(ins.group)
+                ga = f"_a{o}" if m == 1 else f"_a{o}[{G}[_i]]"
+                w.emit(1, f"for _i in range({ins.group.size}):")
+                w.emit(2, f"if _v{s}[_i] == _m{o}[{G}[_i]]:")
+                w.emit(3, f"_a{s}[_i] += {ga} / _n{o}[{G}[_i]]")
             elif isinstance(ins, Linear):
                 s = ins.source
                 if not act[s]:
