@@ -169,6 +169,33 @@ def brusselator_rows(bench: Bench) -> None:
                check=check, peer_name="jax")
 
 
+def mlp_rows(bench: Bench) -> None:
+    from . import mlp
+
+    params, x, onehot = mlp.problem(64, 32)
+    check = mlp._check(mlp.by_hand(*params, x, onehot))
+
+    def compiled(params, x, onehot):
+        ad = require_dualad()
+        g = ad.jit(ad.grad(mlp.loss, argnums=(0, 1, 2, 3)), fallback="error")
+        return lambda: g(*params, x, onehot)
+
+    def tape(params, x, onehot):
+        ad = require_dualad()
+        t = ad.record(mlp.loss, *params, x, onehot)
+        return lambda: t.grad(*params, x, onehot, argnums=(0, 1, 2, 3))
+
+    case = "MLP 64x32 gradient"
+    for method, kind, make, peer_name in [
+            ("numpy by hand", BASELINE, mlp._baseline, None),
+            ("ad.jit(grad)", DUALAD, compiled, None),
+            ("tape.grad (Python replay)", DUALAD, tape, None),
+            ("ad.grad (eager)", DUALAD, mlp._dualad, None),
+            ("jax.jit(grad)", PEER, mlp._jax, "jax")]:
+        bench.time(case, method, kind, lambda make=make: make(params, x, onehot),
+                   size=64 * 32, check=check, peer_name=peer_name)
+
+
 def chain(x, n=100):
     """n scalar ops cycling sin, * 1.0001, + 0.1 (as benchmarks/op_chain.py)."""
     for i in range(n):
@@ -366,6 +393,7 @@ def run(quick: bool = False):
     lorenz_rows(bench, quick)
     brusselator_rows(bench)
     chain_rows(bench)
+    mlp_rows(bench)
     batch_rows(bench, quick)
     entry_rows(bench)
     compile_rows(bench, quick)

@@ -79,7 +79,7 @@ def _kernel_input(v: Any) -> Any:
     a = np.asarray(v, dtype=np.float64)
     if a.size == 1:
         return float(a.reshape(-1)[0])
-    return a.reshape(-1)
+    return np.ascontiguousarray(a).reshape(-1)  # one compiled layout: contiguous
 
 
 class Jitted:
@@ -117,6 +117,13 @@ class Jitted:
 
     def __repr__(self) -> str:
         return f"<ad.jit of {self.kind} of {getattr(self.f, '__name__', 'f')}>"
+
+    def __reduce__(self) -> tuple:
+        """Pickled as the function it compiles (workers compile, or load, their own)."""
+        return (jit, (self.fn,), {"fallback": self.fallback})
+
+    def __setstate__(self, state: dict) -> None:
+        self.fallback = state["fallback"]
 
     # the Python path ---------------------------------------------------------------------
     def python(self) -> Callable[..., Any]:
@@ -186,13 +193,14 @@ class Jitted:
                 passed.append(name)
             elif type(a) is np.ndarray and a.dtype == _F8:
                 checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r} and "
-                              f"{name}.dtype is F8")
+                              f"{name}.dtype is F8" + (f" and {name}.strides == (8,)"
+                                                       if a.ndim == 1 and a.size > 1 else ""))
                 if a.size == 1:
                     passed.append(f"{name}.item()")
                 elif a.ndim == 1:
                     passed.append(name)
                 else:
-                    passed.append(f"{name}.reshape(-1)")
+                    passed.append(f"ascontiguous({name}).reshape(-1)")
             else:
                 return
         call = f"K({', '.join(passed)})"
@@ -208,6 +216,7 @@ class Jitted:
                   f"if a is not MISS))\n")
         namespace = {"K": entry.kernel, "FINISH": entry.finish, "ndarray": np.ndarray,
                      "SCALARS": frozenset((float, np.float64)), "F8": _F8,
+                     "ascontiguous": np.ascontiguousarray,
                      "MISS": _MISS}
         exec(compile(source, f"<ad.jit call of {self.__name__}>", "exec"), namespace)  # noqa: S102
         self._fast_entry = entry
