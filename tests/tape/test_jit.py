@@ -370,13 +370,13 @@ def test_sparse_jacobian_compressed_inside_compiled_code():
 
 
 def test_strided_inputs_and_pickling():
-    import pickle
+    cloudpickle = pytest.importorskip("cloudpickle")  # transforms pickle with it (dask)
 
     jac = compiled_only(ad.jacobian(lorenz96))
     big = np.linspace(0.5, 2.0, 16)
     expected = ad.jacobian(lorenz96)(big[::2])
     np.testing.assert_allclose(jac(big[::2].copy()), expected, rtol=1e-14)
     np.testing.assert_allclose(jac(big[::2]), expected, rtol=1e-14)  # a strided view
-    again = pickle.loads(pickle.dumps(jac))
+    again = cloudpickle.loads(cloudpickle.dumps(jac))
     assert again.fallback == "error"
     np.testing.assert_allclose(again(big[::2]), expected, rtol=1e-14)
