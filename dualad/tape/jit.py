@@ -37,6 +37,7 @@ from ..core.errors import DualadError
 from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
+from ..sparsity.detection import jacobian_sparsity
 from .lowering import LoweringError, lower
 from .numba_backend import NumbaProgram, batch_kernel
 from .tape import Tape
@@ -86,7 +87,8 @@ class Jitted:
     """A compiled function: ``jitted(*args)``, ``jitted.batch(xs, *args)``."""
 
     def __init__(self, fn: Callable[..., Any], fallback: str = "warn",
-                 tape: Tape | None = None) -> None:
+                 tape: Tape | None = None,
+                 coloring: Callable[[Any], np.ndarray] | None = None) -> None:
         if fallback not in FALLBACKS:
             raise ValueError(f"jit: fallback={fallback!r}; use 'warn' or 'error'.")
         mark = transform_mark(fn)
@@ -96,10 +98,15 @@ class Jitted:
         self.f = mark.f if mark is not None else fn
         self.argnums = mark.argnums if mark is not None else None
         self.options = dict(mark.options) if mark is not None else {}
+        if self.kind == "jacobian" and coloring is not None and "color" not in self.options \
+                and isinstance(self.argnums, (int, np.integer)):
+            self.options["color"] = coloring  # dense Jacobians may seed compressed
+            self.options["detect"] = jacobian_sparsity(self.f, int(self.argnums))
         self.__name__ = getattr(fn, "__name__", "f")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
         self.tape = tape if tape is not None else Tape(self.f)
+        self._coloring = coloring
         self._rebuild = mark.rebuild if mark is not None else None
         self._python: Callable[..., Any] | None = None
         self._entries: dict[int, _Entry | None] = {}
@@ -120,10 +127,7 @@ class Jitted:
 
     def __reduce__(self) -> tuple:
         """Pickled as the function it compiles (workers compile, or load, their own)."""
-        return (jit, (self.fn,), {"fallback": self.fallback})
-
-    def __setstate__(self, state: dict) -> None:
-        self.fallback = state["fallback"]
+        return (Jitted, (self.fn, self.fallback, None, self._coloring))
 
     # the Python path ---------------------------------------------------------------------
     def python(self) -> Callable[..., Any]:
@@ -432,8 +436,13 @@ class CompiledTape:
         return self.tape.hvp(args, v, argnums)
 
 
-def jit(fn: Callable[..., Any], *, fallback: str = "warn") -> Jitted:
+def jit(fn: Callable[..., Any], *, fallback: str = "warn",
+        coloring: Callable[[Any], np.ndarray] | None = None) -> Jitted:
     """``fn`` (a function or a transform of one) recorded at its first call and compiled.
+
+    ``coloring(pattern) -> colours`` (a distance-2 column colouring, ``dualad.jit`` passes
+    :func:`dualad.color_columns`) lets a dense ``ad.jacobian`` whose pattern is sparse seed
+    one direction per colour.
 
     Example:
         >>> import numpy as np, dualad as ad
@@ -443,4 +452,4 @@ def jit(fn: Callable[..., Any], *, fallback: str = "warn") -> Jitted:
     """
     if isinstance(fn, Jitted):
         return fn
-    return Jitted(fn, fallback)
+    return Jitted(fn, fallback, coloring=coloring)
