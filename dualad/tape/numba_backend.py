@@ -184,6 +184,8 @@ class NumbaProgram:
                     continue
                 if np.any(ins.constant):
                     w.emit(1, f"_v{o} = {w.const_array(ins.constant)}.copy()")
+                elif sum(p.size for _, p, _ in ins.sources) == m:  # every entry written
+                    w.emit(1, f"_v{o} = np.empty({m})")
                 else:
                     w.emit(1, f"_v{o} = np.zeros({m})")
                 for s, positions, local in ins.sources:
