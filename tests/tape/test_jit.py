@@ -268,6 +268,14 @@ def test_outer_transforms_trace_through_a_jitted_function():
     np.testing.assert_allclose(ad.jacobian(fn)(x), np.diag(np.cos(x) * x + np.sin(x)))
 
 
+def test_a_fresh_tape_under_jacobian_auto_mode():
+    # mode="auto" first calls the function with recording paused: a tape must not record
+    # then (it would keep a program without operations, and a zero Jacobian)
+    tape = ad.Tape(lambda x: np.sin(x) * x)
+    x = np.array([0.3, 0.8])
+    np.testing.assert_allclose(ad.jacobian(tape)(x), np.diag(np.cos(x) * x + np.sin(x)))
+
+
 def test_wrong_arguments_take_the_general_path():
     jac = compiled_only(ad.jacobian(lorenz96))
     x = np.linspace(0.5, 1.5, 6)
