@@ -15,7 +15,8 @@ a guard fails (:class:`~dualad.tape.TapeRetraceWarning`). What cannot be compile
 README's "What compiles") runs the tape's Python replay of the same transform, with a
 :class:`JitFallbackWarning` once, or raises :class:`JitError` with ``fallback="error"``.
 Compiled results equal eager ones up to floating-point reassociation (partials summed in
-another order).
+another order) and the last bit of elementary functions (the C library's ``exp``, ``sin``,
+... where numpy may use its own vectorised versions).
 
 Example:
     >>> import numpy as np, dualad as ad
