@@ -28,6 +28,7 @@ NAMES = [
     "brusselator2d",
     "stiff_ode",
     "ode_sensitivity",
+    "compiled",
     "sparse_brusselator",
     "sparse_njit",
     "sparse_arrowhead",

@@ -30,6 +30,9 @@ below :mod:`dualad.extend` through it only (a second contract).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from . import numpy_rules as _numpy_rules  # noqa: F401  (registers the rules)
 from .api import hessian, hvp, jacobian
 from .core.arguments import value
@@ -58,6 +61,8 @@ from .reverse_mode.transforms import grad, value_and_grad, vjp
 from .scipy_rules.jacobians import ode_jacobian
 from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jacobian
 from .tape import Tape, TapeRetraceWarning, record
+from .tape.jit import JitError, JitFallbackWarning
+from .tape.jit import jit as _jit
 
 __all__ = [
     "AbstractNode",
@@ -67,6 +72,8 @@ __all__ = [
     "Dual",
     "DualadError",
     "GradcheckError",
+    "JitError",
+    "JitFallbackWarning",
     "LeafNode",
     "Method",
     "MissingRuleError",
@@ -91,6 +98,7 @@ __all__ = [
     "hvp",
     "jacobian",
     "jacobian_sparsity",
+    "jit",
     "jvp",
     "ode_jacobian",
     "pause_recording",
@@ -110,6 +118,21 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def jit(fn: Callable[..., Any], *, fallback: str = "warn") -> Callable[..., Any]:
+    """``fn`` (a function, or ``ad.grad(f)``, ``ad.value_and_grad(f)``, ``ad.jacobian(f)``,
+    ``ad.ode_jacobian(f)``, ``ad.sparse_jacobian(f)``) recorded at its first call and
+    compiled with Numba; see :mod:`dualad.tape.jit`. ``fallback="error"`` raises
+    :class:`JitError` where something cannot be compiled (else it runs as the tape's Python
+    replay, with a :class:`JitFallbackWarning` once).
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> ad.jit(ad.grad(lambda x: np.sum(x ** 2)))(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    return _jit(fn, fallback=fallback, coloring=color_columns)
 
 
 def __dir__() -> list[str]:

@@ -23,6 +23,7 @@ from . import njit as _njit
 from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_argnums
 from .core.array_protocol import shape_of
 from .core.errors import ShapeError
+from .core.marks import mark_transform
 from .core.tracing import Traced, pause_recording
 from .core.trees import tree_flatten, tree_unflatten
 from .forward_mode.transforms import jacobian_forward, jvp
@@ -79,7 +80,11 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         jac = results[0] if single else tuple(results)
         return (jac, call.aux()) if has_aux else jac
 
-    return wrapped
+    return mark_transform(wrapped, "jacobian", f, argnums,
+                          lambda g, **o: jacobian(g, argnums, **{
+                              "mode": mode, "chunk": chunk, "has_aux": has_aux,
+                              "holomorphic": holomorphic, **o}),
+                          mode=mode, chunk=chunk, has_aux=has_aux, holomorphic=holomorphic)
 
 
 def _complex_leaves(args: tuple, nums: tuple[int, ...]) -> bool:

@@ -105,6 +105,7 @@ from .sparsity.flows import (
     declare_select,
     declare_sort,
     declare_write,
+    note_index_map,
 )
 
 __all__ = [
@@ -166,6 +167,7 @@ __all__ = [
     "declare_select",
     "declare_sort",
     "declare_write",
+    "note_index_map",
     # errors
     "MissingRuleError",
     "TagMismatchError",

@@ -19,15 +19,11 @@ Example:
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib.util
 import operator
-import os
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +33,7 @@ from ..core.dispatch import forward, register_rule_loader
 from ..core.errors import RuleTableError
 from ..core.operators import Broadcasted, Operator, function_key
 from ..core.tracing import primitive
+from .codegen import import_kernel_module, kernel_cache_directory
 from .language import (
     NO_CLOSED_FORM,
     Derivative,
@@ -250,66 +247,6 @@ class ElementwiseRule:
             if p is not None and d is not None and not e.is_zero:
                 outp = outp + np.expand_dims(d, -1) * p
         return out, outp
-
-
-# -- kernels on disk -------------------------------------------------------------------
-
-_kernel_lock = threading.Lock()
-
-
-def kernel_cache_directory() -> Path:
-    """Where kernel modules (and Numba's caches beside them) are written.
-
-    ``$DUALAD_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/dualad/kernels`` (default
-    ``~/.cache/dualad/kernels``), else a directory in the system's temporary directory.
-    """
-    candidates = []
-    if os.environ.get("DUALAD_KERNEL_CACHE"):
-        candidates.append(Path(os.environ["DUALAD_KERNEL_CACHE"]))
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    candidates.append(Path(xdg) / "dualad" / "kernels")
-    user = getattr(os, "getuid", lambda: "user")()
-    candidates.append(Path(tempfile.gettempdir()) / f"dualad-kernels-{user}")
-    for path in candidates:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(path, os.W_OK):
-            return path
-    raise OSError("dualad: no writable directory for kernel modules")
-
-
-def import_kernel_module(source: str, modname: str | None = None,
-                         subdirectory: str = "") -> Any:
-    """Write generated ``source`` to the kernel cache directory (once) and import it.
-
-    ``modname`` defaults to a digest of the source; modules are kept by name, so Numba's
-    ``cache=True`` finds its compiled code beside the file in later processes.
-    """
-    if modname is None:
-        modname = f"dualad_kernel_{hashlib.sha256(source.encode()).hexdigest()[:20]}"
-    with _kernel_lock:
-        if modname in sys.modules:
-            return sys.modules[modname]
-        directory = kernel_cache_directory()
-        if subdirectory:
-            directory = directory / subdirectory
-            directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{modname}.py"
-        if not path.exists() or path.read_text() != source:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(source)
-            os.replace(tmp, path)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[modname] = module
-        try:
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except BaseException:
-            del sys.modules[modname]
-            raise
-        return module
 
 
 # -- registry and registration ---------------------------------------------------------

@@ -52,6 +52,7 @@ from ..extend import (
     declare_write,
     innermost,
     not_writable_message,
+    note_index_map,
     partials_key,
     primitive,
     recording_paused,
@@ -82,6 +83,7 @@ def _assign(array: Any, key: Any, value: Any) -> np.ndarray:
 
 
 assign = primitive(_assign)
+note_index_map(assign, data=(0, 2))  # writes only move entries (for compiled tapes)
 
 
 def _surviving(shape: tuple[int, ...], key: Any) -> np.ndarray | None:

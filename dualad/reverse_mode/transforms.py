@@ -32,6 +32,7 @@ from ..core.arguments import (
 )
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
+from ..core.marks import mark_transform
 from ..core.tracing import Traced, new_level
 from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .backward import reverse_pass
@@ -117,8 +118,12 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
     """
     if _njit.is_njit(f) and not has_aux and not holomorphic:  # compiled forward mode
         return _njit.value_and_grad(f, argnums)
-    return _value_and_grad(f, argnums, has_aux, f"value_and_grad({_name(f)})", "value_and_grad",
-                           holomorphic)
+    wrapped = _value_and_grad(f, argnums, has_aux, f"value_and_grad({_name(f)})",
+                              "value_and_grad", holomorphic)
+    return mark_transform(wrapped, "value_and_grad", f, argnums,
+                          lambda g, **o: value_and_grad(g, argnums, **{
+                              "has_aux": has_aux, "holomorphic": holomorphic, **o}),
+                          has_aux=has_aux, holomorphic=holomorphic)
 
 
 def _name(f: Any) -> str:
@@ -187,8 +192,12 @@ def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
     """
     if _njit.is_njit(f) and not has_aux and not holomorphic:  # compiled forward mode
         return _njit.grad(f, argnums)
-    return named_grad(f, argnums, f"grad({_name(f)})", "grad", has_aux=has_aux,
-                      holomorphic=holomorphic)
+    wrapped = named_grad(f, argnums, f"grad({_name(f)})", "grad", has_aux=has_aux,
+                         holomorphic=holomorphic)
+    return mark_transform(wrapped, "grad", f, argnums,
+                          lambda g, **o: grad(g, argnums, **{
+                              "has_aux": has_aux, "holomorphic": holomorphic, **o}),
+                          has_aux=has_aux, holomorphic=holomorphic)
 
 
 def named_grad(f: Callable[..., Any], argnums: Argnums, fname: str, transform: str, *,

@@ -26,7 +26,10 @@ import numpy as np
 
 from .. import njit as _njit
 from ..api import jacobian
+from ..core.marks import mark_transform
+from ..sparse.coloring import color_columns
 from ..sparse.ode import ode_sparsity, sparse_ode_jacobian
+from ..sparsity.detection import jacobian_sparsity
 
 __all__ = ["ode_jacobian"]
 
@@ -68,5 +71,8 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
         return ode_sparsity(f)(t0, y0, *args)
 
     jac.sparsity = sparsity  # type: ignore[attr-defined]
-    return jac
+    return mark_transform(jac, "ode_jacobian", f, 1,
+                          lambda g, **o: ode_jacobian(g, **{"mode": mode, "chunk": chunk, **o}),
+                          mode=mode, chunk=chunk, detect=jacobian_sparsity(f, 1),
+                          color=color_columns)
 

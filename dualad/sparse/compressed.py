@@ -42,6 +42,7 @@ import numpy as np
 
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import DualadError, ShapeError
+from ..core.marks import mark_transform
 from ..forward_mode.dual import Dual, Tag
 from ..njit import is_njit
 from ..reverse_mode.transforms import grad, vjp
@@ -395,7 +396,10 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
         state["plan"] = plan
         return jac
 
-    return jacobian
+    return mark_transform(jacobian, "sparse_jacobian", f, argnum,
+                          lambda g, **o: sparse_jacobian(g, argnum, **{
+                              "sparsity": sparsity, "mode": mode, **o}),
+                          sparsity=given, detect=detect, color=color_columns)
 
 
 class _HessianPlan:

@@ -75,6 +75,10 @@ __all__ = [
     "declare_reduction",
     "declare_scan",
     "index_flow",
+    "index_map_data",
+    "is_contraction",
+    "linear_reduction_axis",
+    "note_index_map",
     "trace_inputs",
 ]
 
@@ -813,6 +817,37 @@ def _index_map(func: Callable[..., Any], data: tuple[int, ...],
     return impl
 
 
+#: Operator types that only move entries, with their data positions (for compilers).
+_INDEX_MAPS: dict[type, tuple[int, ...]] = {}
+#: Operator types of first-order reductions, with the position of their ``axis``.
+_REDUCTIONS: dict[type, int] = {}
+#: Operator types of matrix products.
+_CONTRACTIONS: set[type] = set()
+
+
+def note_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
+    """Note that ``funcs`` only move entries of their arguments ``data`` (what
+    :func:`declare_index_map` notes too), without declaring a sparsity flow."""
+    for func in funcs:
+        for t in _op_types(func):
+            _INDEX_MAPS.setdefault(t, tuple(data))
+
+
+def index_map_data(op_type: type) -> tuple[int, ...] | None:
+    """The data positions of an operator type declared an index map, else None."""
+    return _INDEX_MAPS.get(op_type)
+
+
+def is_contraction(op_type: type) -> bool:
+    """Whether an operator type was declared a matrix product (bilinear in its operands)."""
+    return op_type in _CONTRACTIONS
+
+
+def linear_reduction_axis(op_type: type) -> int | None:
+    """The position of ``axis`` for a first-order reduction's operator type, else None."""
+    return _REDUCTIONS.get(op_type)
+
+
 def declare_index_map(*funcs: Any, data: Sequence[int] = (0,),
                       moves: Callable[..., bool] | None = None) -> None:
     """``funcs`` only move, repeat or drop entries of their positional arguments ``data``
@@ -828,6 +863,8 @@ def declare_index_map(*funcs: Any, data: Sequence[int] = (0,),
     Example: ``declare_index_map(np.roll, np.reshape)``; ``declare_index_map(np.append,
     data=(0, 1))``.
     """
+    if moves is None:  # always moves entries: a compiler may copy them
+        note_index_map(*funcs, data=data)
     for func in funcs:
         for t in _op_types(func):
             _register(t, _index_map(func, tuple(data), moves), function_name(func))
@@ -886,6 +923,8 @@ def declare_reduction(*funcs: Any, second_order: bool = False, axis_at: int = 1,
     """
     for func in funcs:
         for t in _op_types(func):
+            if not second_order and axis_default is None:
+                _REDUCTIONS.setdefault(t, axis_at)
             _register(t, _reduction(func, second_order, axis_at, axis_default),
                       function_name(func))
 
@@ -985,6 +1024,7 @@ def declare_contraction(*funcs: Any) -> None:
     """
     for func in funcs:
         for t in _op_types(func):
+            _CONTRACTIONS.add(t)
             _register(t, _matrix_product(func), function_name(func))
 
 

@@ -3,8 +3,10 @@
 The package holds one concept per module: :mod:`~dualad.tape.program` (the recorded
 operations, guards, the replay and the reverse sweep), :mod:`~dualad.tape.recording` (running
 ``f`` on graph nodes and linearising what it called), :mod:`~dualad.tape.python_backend`
-(programs written out as straight-line Python) and :mod:`~dualad.tape.tape` (the
-:class:`Tape` users hold).
+(programs written out as straight-line Python), :mod:`~dualad.tape.tape` (the
+:class:`Tape` users hold), :mod:`~dualad.tape.lowering` (programs as flat float64
+instructions), :mod:`~dualad.tape.numba_backend` (those written as Numba kernels) and
+:mod:`~dualad.tape.jit` (``ad.jit``: recording, compiling and calling them).
 
 Example:
     >>> import numpy as np

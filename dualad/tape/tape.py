@@ -55,7 +55,7 @@ from ..core.arguments import as_differentiable, normalize_argnums, to_user
 from ..core.arguments import value as plain_value
 from ..core.array_protocol import shape_of, value_observer
 from ..core.errors import ShapeError
-from ..core.tracing import Traced, new_level
+from ..core.tracing import Traced, new_level, recording_paused
 from ..core.trees import tree_flatten, tree_unflatten
 from ..forward_mode.transforms import jvp as forward_jvp
 from ..reverse_mode.backward import _NEEDS
@@ -301,6 +301,8 @@ class Tape:
 
     # public ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
+        if recording_paused():  # nothing records now (ad.jacobian's mode="auto" probe)
+            return self.f(*args)
         r = self._replay(args, "value")
         return tree_unflatten(r.program.out_spec, r.outs)
 
@@ -372,6 +374,14 @@ class Tape:
         grads = [g if type(g) is np.ndarray else _finish(g, shapes_in[s])
                  for g, s in zip(found, wanted)]
         return to_user(outs[0]), grads
+
+    def compile(self, fallback: str = "warn") -> Any:
+        """This tape compiled with Numba (see :func:`dualad.jit`): a ``CompiledTape`` with
+        ``__call__``, ``.grad`` and ``.value_and_grad`` compiled (``.jvp``, ``.vjp`` and
+        ``.hvp`` replay the tape)."""
+        from .jit import CompiledTape
+
+        return CompiledTape(self, fallback)
 
     def grad(self, *args: Any, argnums: int | Sequence[int] = 0) -> Any:
         """The gradient of a scalar-valued ``f`` at ``args`` (reverse sweep of the program)."""

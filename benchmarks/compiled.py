@@ -1,0 +1,400 @@
+"""ad.jit: recorded programs compiled with Numba, against hand-written derivatives and jax.jit."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .common import (
+    BASELINE,
+    DUALAD,
+    PEER,
+    REFERENCE,
+    Bench,
+    Row,
+    max_abs_err,
+    note,
+    require,
+    require_dualad,
+)
+from .lorenz96 import analytic as lorenz96_analytic
+from .lorenz96 import lorenz96
+from .stiff_models import MODELS
+from .timing import Timing
+
+TITLE = "ad.jit: compiled Jacobians and gradients (Numba) vs hand-written and jax.jit"
+XLABEL = "case"
+DESCRIPTION = """
+The targets of issue 21, each beside its baseline in the same run: the dense Jacobians of
+small stiff right-hand sides (Robertson, Van der Pol, OREGO, HIRES, POLLU: 2-20 states,
+written with np.array([...]) or np.zeros_like filled by index) from
+ad.jit(ad.ode_jacobian(f)) against the hand-written Jacobian (baseline), eager dualad and
+jax.jit(jacfwd) of the same code; Lorenz-96 dense Jacobians (n = 10, 100, 1000) against the
+analytic numpy Jacobian; the gradient of a 100-op scalar chain against the derivative by
+hand; 1000 Lorenz-96 Jacobians (n = 40) through .batch; the Python entry cost of a compiled
+call over its Numba kernel; compile time cold and from the disk cache (new processes).
+jax rows get their input as a jax array and block until ready (their best case); compiled
+times exclude compilation (the untimed warm-up).
+"""
+
+
+def _jax_ode(f):
+    jax = require("jax")
+    jj = jax.jit(jax.jacfwd(lambda t, y: f(t, y, jax.numpy), argnums=1))
+    return jax, jj
+
+
+def stiff_rows(bench: Bench) -> None:
+    for name, f, hand, y0 in MODELS:
+        case = f"{name} ({y0.size})"
+        check = max_abs_err(hand(0.0, y0))
+
+        def compiled(f=f, y0=y0):
+            jac = require_dualad().jit(require_dualad().ode_jacobian(f), fallback="error")
+            return lambda: jac(0.0, y0)
+
+        def eager(f=f, y0=y0):
+            jac = require_dualad().ode_jacobian(f)
+            return lambda: jac(0.0, y0)
+
+        def jax_jac(f=f, y0=y0):
+            jax, jj = _jax_ode(f)
+            yj = jax.numpy.asarray(y0)
+            return lambda: jj(0.0, yj).block_until_ready()
+
+        bench.time(case, "hand-written Jacobian", BASELINE, lambda hand=hand, y0=y0:
+                   lambda: hand(0.0, y0), size=y0.size, check=check)
+        bench.time(case, "ad.jit(ode_jacobian)", DUALAD, compiled, size=y0.size, check=check)
+        bench.time(case, "ad.ode_jacobian (eager)", DUALAD, eager, size=y0.size, check=check)
+        bench.time(case, "jax.jit(jacfwd)", PEER, jax_jac, size=y0.size, check=check,
+                   peer_name="jax")
+
+
+def lorenz_rows(bench: Bench, quick: bool) -> None:
+    rng = np.random.default_rng(1)
+    for n in (10, 100) if quick else (10, 100, 1000):
+        x = rng.standard_normal(n) + 8.0
+        check = max_abs_err(lorenz96_analytic(x))
+        case = f"Lorenz-96 n={n}"
+
+        def compiled(x=x):
+            ad = require_dualad()
+            jac = ad.jit(ad.jacobian(lorenz96), fallback="error")
+            return lambda: jac(x)
+
+        def eager(x=x):
+            jac = require_dualad().jacobian(lorenz96, mode="forward")
+            return lambda: jac(x)
+
+        def jax_jac(x=x):
+            jax = require("jax")
+            jac = jax.jit(jax.jacfwd(lambda y: lorenz96(y, jax.numpy.roll)))
+            xj = jax.numpy.asarray(x)
+            return lambda: jac(xj).block_until_ready()
+
+        bench.time(case, "analytic numpy", BASELINE, lambda x=x: lambda: lorenz96_analytic(x),
+                   size=n, check=check)
+        def compiled_ode(x=x):
+            ad = require_dualad()
+            jac = ad.jit(ad.ode_jacobian(lambda t, y: lorenz96(y)), fallback="error")
+            return lambda: jac(0.0, x)
+
+        bench.time(case, "ad.jit(jacobian)", DUALAD, compiled, size=n, check=check)
+        bench.time(case, "ad.jit(ode_jacobian) (compressed)", DUALAD, compiled_ode, size=n,
+                   check=check)
+        bench.time(case, "ad.jacobian forward (eager)", DUALAD, eager, size=n, check=check)
+        bench.time(case, "jax.jit(jacfwd)", PEER, jax_jac, size=n, check=check,
+                   peer_name="jax")
+
+
+def brusselator_rows(bench: Bench) -> None:
+    import scipy.sparse
+
+    N = 32
+
+    def f(y, xp=np):
+        u, v = y[:N * N].reshape(N, N), y[N * N:].reshape(N, N)
+
+        def lap(a):
+            return (xp.roll(a, 1, 0) + xp.roll(a, -1, 0) + xp.roll(a, 1, 1)
+                    + xp.roll(a, -1, 1) - 4 * a) * N * N
+
+        uuv = u * u * v
+        return xp.concatenate([(1.0 + uuv - 4.4 * u + 10.0 * lap(u)).ravel(),
+                               (3.4 * u - uuv + 10.0 * lap(v)).ravel()])
+
+    y0 = np.concatenate([1 + np.sin(np.linspace(0, 3, N * N)), 3 * np.ones(N * N)])
+    ad = require_dualad()
+    reference = ad.sparse_jacobian(f)(y0)
+
+    def check(result):
+        return {"max abs err": f"{abs(scipy.sparse.csr_array(result) - reference).max():.1e}"}
+
+    def compiled():
+        jac = require_dualad().jit(require_dualad().sparse_jacobian(f), fallback="error")
+        return lambda: jac(y0)
+
+    def eager():
+        jac = require_dualad().sparse_jacobian(f)
+        return lambda: jac(y0)
+
+    def jax_compressed():
+        jax = require("jax")
+        pattern = ad.jacobian_sparsity(f)(y0)
+        colors = ad.color_columns(pattern)
+        seeds = jax.numpy.asarray(np.eye(colors.max() + 1)[colors])
+        jvp = jax.jit(lambda y: jax.vmap(lambda s: jax.jvp(lambda z: f(z, jax.numpy), (y,),
+                                                            (s,))[1], 1, 1)(seeds))
+        coo = pattern.tocoo()
+        rows, cols = coo.row, coo.col
+        yj = jax.numpy.asarray(y0)
+
+        def run():
+            comp = np.asarray(jvp(yj))
+            return scipy.sparse.csr_array((comp[rows, colors[cols]], (rows, cols)),
+                                          shape=pattern.shape)
+
+        return run
+
+    case = f"Brusselator 2-D N={N} sparse"
+    bench.time(case, "ad.sparse_jacobian (eager)", BASELINE, eager, size=2 * N * N, check=check)
+    bench.time(case, "ad.jit(sparse_jacobian)", DUALAD, compiled, size=2 * N * N, check=check)
+    bench.time(case, "jax.jit compressed jvp + CSR", PEER, jax_compressed, size=2 * N * N,
+               check=check, peer_name="jax")
+
+
+def mlp_rows(bench: Bench) -> None:
+    from . import mlp
+
+    params, x, onehot = mlp.problem(64, 32)
+    check = mlp._check(mlp.by_hand(*params, x, onehot))
+
+    def compiled(params, x, onehot):
+        ad = require_dualad()
+        g = ad.jit(ad.grad(mlp.loss, argnums=(0, 1, 2, 3)), fallback="error")
+        return lambda: g(*params, x, onehot)
+
+    def tape(params, x, onehot):
+        ad = require_dualad()
+        t = ad.record(mlp.loss, *params, x, onehot)
+        return lambda: t.grad(*params, x, onehot, argnums=(0, 1, 2, 3))
+
+    case = "MLP 64x32 gradient"
+    for method, kind, make, peer_name in [
+            ("numpy by hand", BASELINE, mlp._baseline, None),
+            ("ad.jit(grad)", DUALAD, compiled, None),
+            ("tape.grad (Python replay)", DUALAD, tape, None),
+            ("ad.grad (eager)", DUALAD, mlp._dualad, None),
+            ("jax.jit(grad)", PEER, mlp._jax, "jax")]:
+        bench.time(case, method, kind, lambda make=make: make(params, x, onehot),
+                   size=64 * 32, check=check, peer_name=peer_name)
+
+
+def chain(x, n=100):
+    """n scalar ops cycling sin, * 1.0001, + 0.1 (as benchmarks/op_chain.py)."""
+    for i in range(n):
+        r = i % 3
+        if r == 0:
+            x = np.sin(x)
+        elif r == 1:
+            x = x * 1.0001
+        else:
+            x = x + 0.1
+    return x
+
+
+def chain_by_hand(x, n=100):
+    d = 1.0
+    for i in range(n):
+        r = i % 3
+        if r == 0:
+            x, d = np.sin(x), d * np.cos(x)
+        elif r == 1:
+            x, d = x * 1.0001, d * 1.0001
+        else:
+            x = x + 0.1
+    return d
+
+
+def chain_rows(bench: Bench) -> None:
+    import math
+
+    x0 = 0.3
+    check = max_abs_err(chain_by_hand(x0))
+
+    def hand_floats():
+        def grad(x, n=100):
+            d = 1.0
+            for i in range(n):
+                r = i % 3
+                if r == 0:
+                    x, d = math.sin(x), d * math.cos(x)
+                elif r == 1:
+                    x, d = x * 1.0001, d * 1.0001
+                else:
+                    x = x + 0.1
+            return d
+
+        return lambda: grad(x0)
+
+    def compiled():
+        ad = require_dualad()
+        g = ad.jit(ad.grad(chain), fallback="error")
+        return lambda: g(x0)
+
+    def tape():
+        ad = require_dualad()
+        t = ad.record(chain, x0)
+        return lambda: t.grad(x0)
+
+    def eager():
+        g = require_dualad().grad(chain)
+        return lambda: g(x0)
+
+    def jax_grad():
+        jax = require("jax")
+        g = jax.jit(jax.grad(lambda x: chain_jax(jax, x)))
+        xj = jax.numpy.asarray(x0)
+        return lambda: g(xj).block_until_ready()
+
+    case = "100-op chain gradient"
+    bench.time(case, "by hand (Python floats)", BASELINE, hand_floats, size=100, check=check)
+    bench.time(case, "ad.jit(grad)", DUALAD, compiled, size=100, check=check)
+    bench.time(case, "tape.grad (Python replay)", DUALAD, tape, size=100, check=check)
+    bench.time(case, "ad.grad (eager)", DUALAD, eager, size=100, check=check)
+    bench.time(case, "jax.jit(grad)", PEER, jax_grad, size=100, check=check, peer_name="jax")
+
+
+def chain_jax(jax, x, n=100):
+    for i in range(n):
+        r = i % 3
+        if r == 0:
+            x = jax.numpy.sin(x)
+        elif r == 1:
+            x = x * 1.0001
+        else:
+            x = x + 0.1
+    return x
+
+
+def batch_rows(bench: Bench, quick: bool) -> None:
+    n, count = 40, 100 if quick else 1000
+    xs = np.random.default_rng(2).standard_normal((count, n)) + 8.0
+    expected = np.stack([lorenz96_analytic(x) for x in xs])
+    check = max_abs_err(expected)
+    case = f"{count} Lorenz-96 n={n}"
+
+    def compiled_batch():
+        ad = require_dualad()
+        jac = ad.jit(ad.jacobian(lorenz96), fallback="error")
+        return lambda: jac.batch(xs)
+
+    def compiled_loop():
+        ad = require_dualad()
+        jac = ad.jit(ad.jacobian(lorenz96), fallback="error")
+        return lambda: np.stack([jac(x) for x in xs])
+
+    def eager_loop():
+        jac = require_dualad().jacobian(lorenz96, mode="forward")
+        return lambda: np.stack([jac(x) for x in xs])
+
+    def jax_vmap():
+        jax = require("jax")
+        jac = jax.jit(jax.vmap(jax.jacfwd(lambda y: lorenz96(y, jax.numpy.roll))))
+        xj = jax.numpy.asarray(xs)
+        return lambda: jac(xj).block_until_ready()
+
+    bench.time(case, "analytic numpy loop", BASELINE,
+               lambda: lambda: np.stack([lorenz96_analytic(x) for x in xs]), size=count,
+               check=check)
+    bench.time(case, "ad.jit(jacobian).batch", DUALAD, compiled_batch, size=count, check=check)
+    bench.time(case, "ad.jit(jacobian) loop", DUALAD, compiled_loop, size=count, check=check)
+    bench.time(case, "ad.jacobian loop (eager)", DUALAD, eager_loop, size=count, check=check)
+    bench.time(case, "jax.jit(vmap(jacfwd))", PEER, jax_vmap, size=count, check=check,
+               peer_name="jax")
+
+
+def entry_rows(bench: Bench) -> None:
+    """The Python entry cost: a compiled call against its Numba kernel called directly."""
+    name, f, hand, y0 = MODELS[0]
+    ad = require_dualad()
+    jac = ad.jit(ad.ode_jacobian(f), fallback="error")
+    jac(0.0, y0)
+    kernel = jac._fast_entry.kernel
+    case = "entry overhead"
+    bench.time(case, "Numba kernel called directly", BASELINE, lambda: lambda: kernel(0.0, y0),
+               size=1)
+    row = bench.time(case, "ad.jit(ode_jacobian) call", DUALAD, lambda: lambda: jac(0.0, y0),
+                     size=1)
+    base = bench.rows[-2]
+    if row.times and base.times:
+        row.extra["over the kernel"] = f"{row.times.median - base.times.median:.3f} µs"
+
+
+_COMPILE = """
+import sys, time
+sys.path.insert(0, {root!r})
+import numpy as np, dualad as ad
+from benchmarks.compiled import compile_cases
+for label, fn, args in compile_cases():
+    start = time.perf_counter()
+    fn(*args)
+    print(label, time.perf_counter() - start)
+"""
+
+
+def compile_cases():
+    """(label, compiled function, arguments) whose first call is timed in a new process."""
+    ad = require_dualad()
+    cases = []
+    for name, f, _, y0 in MODELS:
+        cases.append((f"ode_jacobian {name} ({y0.size})",
+                      ad.jit(ad.ode_jacobian(f), fallback="error"), (0.0, y0)))
+    cases.append(("grad of the 100-op chain", ad.jit(ad.grad(chain), fallback="error"), (0.3,)))
+    cases.append(("jacobian Lorenz-96 n=100", ad.jit(ad.jacobian(lorenz96), fallback="error"),
+                  (np.linspace(7, 9, 100),)))
+    return cases
+
+
+def compile_rows(bench: Bench, quick: bool) -> None:
+    root = str(Path(__file__).resolve().parents[1])
+    runs = {"cold (empty cache)": [], "from the disk cache": []}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, DUALAD_KERNEL_CACHE=cache)
+        for label in runs:
+            for _ in range(1 if quick or label.startswith("cold") else 2):
+                out = subprocess.run([sys.executable, "-c", _COMPILE.format(root=root)],
+                                     env=env, capture_output=True, text=True, cwd=root)
+                if out.returncode:
+                    note(f"compiled: compile-time run failed: {out.stderr[-300:]}")
+                    return
+                runs[label].append([line.rsplit(" ", 1) for line in out.stdout.splitlines()])
+    for label, samples in runs.items():
+        for i, (case, _) in enumerate(samples[0]):
+            seconds = [float(s[i][1]) for s in samples]
+            us = [v * 1e6 for v in seconds]
+            row = Row("compiled", f"compile: {case}", label,
+                      DUALAD if label.startswith("cold") else REFERENCE,
+                      Timing(statistics.median(us), min(us), max(us), 1, len(us), tuple(us)))
+            bench.add(row)
+
+
+def run(quick: bool = False):
+    bench = Bench("compiled")
+    note("compiled: jax rows take jax arrays and block until ready; compiled rows exclude "
+         "compilation (warm-up)")
+    stiff_rows(bench)
+    lorenz_rows(bench, quick)
+    brusselator_rows(bench)
+    chain_rows(bench)
+    mlp_rows(bench)
+    batch_rows(bench, quick)
+    entry_rows(bench)
+    compile_rows(bench, quick)
+    return bench.rows

@@ -1,0 +1,387 @@
+"""Lowering: a recorded :class:`~dualad.tape.program.Program` as a few kinds of flat,
+float64 instructions that a compiler can write as scalar loops.
+
+Every value of the program becomes a flat float64 vector of its recorded size. The
+instructions are:
+
+- :class:`Const`: a value that does not depend on the inputs;
+- :class:`Map`: an elementwise call with a rules-table entry (``out[i] = f(a[ia[i]], ...)``,
+  broadcasting turned into gathers), whose value and partials come from the table's
+  expressions;
+- :class:`Gather`: a call declared an index map (``np.roll``, indexing, stacking, writes
+  into buffers, ...): each output entry copies one input entry or is a constant;
+- :class:`Linear`: a first-order reduction (``np.sum``, ``np.mean``) or a contraction with
+  one constant operand, as a constant sparse matrix.
+
+Which calls are which comes from the declarations of the numpy rule families
+(:mod:`dualad.sparsity.flows`) and from the rules tables, never from a list of numpy
+functions here. Anything else raises :class:`LoweringError`, and the caller runs the
+program in Python instead.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> from dualad.tape.lowering import lower
+    >>> tape = record(lambda x: np.sum(np.sin(x) * x), np.ones(3))
+    >>> [type(i).__name__ for i in lower(tape.program, [np.ones(3)]).instructions]
+    ['Map', 'Map', 'Linear']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import DualadError
+from ..derivatives.language import NUMBA_UFUNCS, numba_scalar_source
+from ..derivatives.registry import get_rule, operator_type
+from ..sparsity.flows import index_map_data, is_contraction, linear_reduction_axis
+from .program import Operation, Program
+
+__all__ = ["Const", "Gather", "Linear", "Lowered", "LoweringError", "Map", "MatMul", "Select",
+           "lower"]
+
+#: Contractions with a constant operand are probed column by column up to this many inputs.
+MAX_PROBED_SIZE = 4096
+
+
+class LoweringError(DualadError, TypeError):
+    """An operation of a recorded program that the compiler cannot express."""
+
+
+@dataclass
+class Operand:
+    """One argument of a :class:`Map`: a program slot read through ``index`` (None: the
+    same position as the output; an int array otherwise), or a constant (an array of the
+    output's size, or a float)."""
+
+    slot: int | None
+    index: np.ndarray | None = None
+    constant: Any = None
+
+
+@dataclass
+class Const:
+    out: int
+    value: np.ndarray
+
+
+@dataclass
+class Map:
+    out: int
+    name: str  # the numpy ufunc computing the value
+    arg_names: tuple[str, ...]
+    operands: list[Operand]
+    temps: list[str]  # scalar statements shared by the partials
+    partials: list[str]  # one scalar expression per argument ("0.0": none)
+
+
+@dataclass
+class Gather:
+    out: int
+    constant: np.ndarray  # the output's constant entries (where source is -1)
+    sources: list[tuple[int, np.ndarray, np.ndarray]]  # (slot, output positions, indices)
+
+
+@dataclass
+class Linear:
+    """``out = matrix @ in + offset`` with a constant CSR ``matrix``."""
+
+    out: int
+    source: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    offset: np.ndarray
+
+
+@dataclass
+class MatMul:
+    """``out (p, r) = a (p, q) @ b (q, r)``, operands computed values (or constants)."""
+
+    out: int
+    a: int | None
+    b: int | None
+    a_const: np.ndarray | None
+    b_const: np.ndarray | None
+    p: int
+    q: int
+    r: int
+
+
+@dataclass
+class Select:
+    """``out[g] = max`` (or ``min``) over the entries ``i`` of ``source`` with
+    ``group[i] == g``; ties share the derivative equally."""
+
+    out: int
+    source: int
+    group: np.ndarray
+    largest: bool
+
+
+@dataclass
+class Lowered:
+    program: Program
+    sizes: list[int]
+    shapes: list[tuple[int, ...]]
+    instructions: list[Any] = field(default_factory=list)
+
+
+def _float_array(x: Any, what: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise LoweringError(f"{what} has dtype {a.dtype}; only real values compile")
+    return a.astype(np.float64)
+
+
+def _slot_positions(e: Operation) -> list[tuple[int, int | None, int]]:
+    """``(position, index in a sequence or None, slot)`` of every slot argument."""
+    if e.kw_refs:
+        raise LoweringError(f"{e.op!r} takes a computed keyword argument")
+    found = [(pos, None, s) for pos, s in e.refs]
+    for pos, _kind, items in e.seqs:
+        found += [(pos, j, s) for j, s in items]
+    return found
+
+
+def lower(program: Program, inputs: list[Any]) -> Lowered:
+    """The instructions of ``program``, whose values at ``inputs`` fix shapes and constants."""
+    if program.input_guards or any(e.guards for e in program.ops):
+        raise LoweringError("the recording depends on values (guards)")
+    slots, _ = program.run(list(inputs), False)
+    shapes: list[tuple[int, ...]] = []
+    for v in slots:
+        if isinstance(v, (tuple, list)):
+            shapes.append(())
+            continue
+        shapes.append(tuple(np.shape(v)))
+    for s in range(program.n_inputs):
+        _float_array(slots[s], f"input {s}")
+    sizes = [int(np.prod(sh, dtype=np.int64)) for sh in shapes]
+    low = Lowered(program, sizes, shapes)
+    for e in program.ops:
+        if e.multi:
+            raise LoweringError(f"{e.op!r} returns several values")
+        found = _slot_positions(e)
+        if not found:
+            low.instructions.append(Const(e.out, _float_array(slots[e.out], repr(e.op)).ravel()))
+            continue
+        if not e.differentiable:
+            raise LoweringError(f"{e.op!r} computes a value without derivative from the inputs")
+        _float_array(slots[e.out], repr(e.op))
+        rule = e.rule if e.rule is not None else _own_table_rule(e)
+        if rule is not None:
+            low.instructions.append(_lower_map(e, rule, slots, shapes))
+            continue
+        data = index_map_data(type(e.op))
+        if data is not None:
+            low.instructions.append(_lower_gather(e, slots, sizes, found, data))
+            continue
+        if is_contraction(type(e.op)) and len(found) == 2:
+            low.instructions.append(_lower_matmul(e, slots, shapes, found))
+            continue
+        low.instructions.append(_lower_linear(e, slots, sizes, found))
+    return low
+
+
+def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
+                  found: list[tuple[int, int | None, int]]) -> MatMul:
+    """A matrix product of two computed values (1-D operands as a row or a column)."""
+    if e.kw or len(e.template) != 2 or any(j is not None for _, j, _ in found):
+        raise LoweringError(f"{e.op!r} with these arguments has no compiled form")
+    by_pos = {pos: s for pos, _, s in found}
+    sa, sb = shapes[by_pos[0]], shapes[by_pos[1]]
+    if len(sa) not in (1, 2) or len(sb) not in (1, 2):
+        raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
+    p, q = (1, sa[0]) if len(sa) == 1 else sa
+    q2, r = (sb[0], 1) if len(sb) == 1 else sb
+    if q != q2 or min(p, q, r) < 2:
+        raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
+    return MatMul(e.out, by_pos[0], by_pos[1], None, None, p, q, r)
+
+
+def _groups(shape: tuple[int, ...], axis: Any) -> np.ndarray:
+    """The output entry each input entry of a reduction over ``axis`` belongs to."""
+    ndim = len(shape)
+    if axis is None:
+        axes = tuple(range(ndim))
+    else:
+        axes = tuple(sorted(int(a) % max(ndim, 1) for a in
+                            (axis if isinstance(axis, (tuple, list)) else (axis,))))
+    kept = [d for d in range(ndim) if d not in axes]
+    coords = np.indices(shape).reshape(ndim, -1)
+    if not kept:
+        return np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.intp)
+    return np.ravel_multi_index(tuple(coords[d] for d in kept),
+                                tuple(shape[d] for d in kept)).astype(np.intp)
+
+
+def _own_table_rule(e: Operation) -> Any:
+    """The table rule of an elementwise call whose gradient is another of dualad's own
+    methods (e.g. one that also handles complex values): on the real values compiled here
+    it agrees with the table. A user's own method is never replaced."""
+    f = getattr(e.op, "f", None)
+    method = getattr(e.gfn, "func", None)
+    if f is None or method is None:
+        return None
+    rule = get_rule(f)
+    if rule is None or operator_type(rule.function) is not type(e.op):
+        return None
+    module = getattr(method, "__module__", "") or ""
+    return rule if module.startswith("dualad.") else None
+
+
+def _lower_map(e: Operation, rule: Any, slots: list[Any], shapes: list[tuple[int, ...]]
+               ) -> Map:
+    name = rule.numpy_name
+    if name not in NUMBA_UFUNCS or e.kw or e.seqs or len(e.template) != len(rule.arg_names):
+        raise LoweringError(f"{e.op!r} has no scalar Numba form")
+    body = numba_scalar_source(rule.expressions, indent="")
+    if body is None:
+        raise LoweringError(f"{e.op!r}: its derivative needs a function Numba lacks")
+    temps, partials = body
+    out_shape = shapes[e.out]
+    refs = dict(e.refs)
+    operands = []
+    for pos, a in enumerate(e.template):
+        if pos in refs:
+            s = refs[pos]
+            if shapes[s] == out_shape:
+                operands.append(Operand(s))
+            else:
+                ids = np.arange(int(np.prod(shapes[s], dtype=np.int64))).reshape(shapes[s])
+                index = np.ascontiguousarray(np.broadcast_to(ids, out_shape)).ravel()
+                operands.append(Operand(s, index.astype(np.intp)))
+        else:
+            c = _float_array(a, f"a constant argument of {e.op!r}")
+            if c.size == 1:
+                operands.append(Operand(None, constant=float(c.ravel()[0])))
+            else:
+                operands.append(Operand(None, constant=np.ascontiguousarray(
+                    np.broadcast_to(c, out_shape)).ravel().copy()))
+    return Map(e.out, name, rule.arg_names, operands, temps, partials)
+
+
+def _probe_call(e: Operation, replaced: dict[tuple[int, int | None], Any],
+                slots: list[Any]) -> Any:
+    f = getattr(e.op, "f", None)
+    if f is None:
+        raise LoweringError(f"{e.op!r} is not a plain call")
+    args = list(e.template)
+    for (pos, j), value in replaced.items():
+        if j is None:
+            args[pos] = value
+        else:
+            seq = list(args[pos])
+            seq[j] = value
+            args[pos] = type(e.template[pos])(seq)
+    return f(*args, **e.kw)
+
+
+def _lower_gather(e: Operation, slots: list[Any], sizes: list[int],
+                  found: list[tuple[int, int | None, int]], data: tuple[int, ...]) -> Gather:
+    ids: dict[tuple[int, int | None], Any] = {}
+    owners = [(-1, 0)]
+    start = 1
+    for pos, j, s in found:
+        if pos not in data:
+            raise LoweringError(f"{e.op!r} takes a computed value as a parameter")
+        shape = np.shape(slots[s])
+        ids[pos, j] = np.arange(start, start + sizes[s], dtype=np.float64).reshape(shape)
+        owners.append((s, start))
+        start += sizes[s]
+    # constants among the data read as zeros: entries that depend on nothing
+    for pos in data:
+        if pos >= len(e.template):
+            continue
+        a = e.template[pos]
+        if type(a) in (list, tuple):
+            for j, b in enumerate(a):
+                if (pos, j) not in ids:
+                    ids[pos, j] = np.zeros(np.shape(b))
+        elif (pos, None) not in ids:
+            ids[pos, None] = np.zeros(np.shape(a))
+    index = np.asarray(_probe_call(e, ids, slots), dtype=np.float64).ravel()
+    out = _float_array(slots[e.out], repr(e.op)).ravel()
+    if index.shape != out.shape or not np.all(index == np.round(index)):
+        raise LoweringError(f"{e.op!r} does not move entries as declared")
+    index = index.astype(np.intp)
+    constant = np.where(index == 0, out, 0.0)
+    sources = []
+    for s, begin in owners[1:]:
+        positions = np.flatnonzero((index >= begin) & (index < begin + sizes[s]))
+        if positions.size:
+            local = (index[positions] - begin).astype(np.intp)
+            check = np.asarray(slots[s], dtype=np.float64).ravel()[local]
+            if not np.array_equal(check, out[positions], equal_nan=True):
+                raise LoweringError(f"{e.op!r} does not move entries as declared")
+            sources.append((s, positions.astype(np.intp), local))
+    return Gather(e.out, constant, sources)
+
+
+def _as_selection(e: Operation, slots: list[Any], pos: int, s: int,
+                  shape: tuple[int, ...], axis_at: int | None) -> Select | None:
+    """A reduction that picks the largest (or smallest) entry of each group, if it is one."""
+    if axis_at is None:
+        return None
+    axis = e.template[axis_at] if len(e.template) > axis_at else e.kw.get("axis")
+    group = _groups(shape, axis)
+    rng = np.random.default_rng(1)
+    r = rng.standard_normal(group.size)
+    got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
+                     dtype=np.float64).ravel()
+    n_out = int(group.max()) + 1 if group.size else 0
+    if got.size != n_out:
+        return None
+    for largest, ufunc in ((True, np.maximum), (False, np.minimum)):
+        expected = np.full(n_out, -np.inf if largest else np.inf)
+        ufunc.at(expected, group, r)
+        if np.array_equal(got, expected):
+            return Select(e.out, s, group, largest)
+    return None
+
+
+def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
+                  found: list[tuple[int, int | None, int]]) -> Linear | Select:
+    """A reduction or a contraction with one computed operand, probed as a matrix."""
+    if len(found) != 1 or found[0][1] is not None:
+        raise LoweringError(f"{e.op!r} is not a linear function of one computed value")
+    pos, _, s = found[0]
+    axis_at = linear_reduction_axis(type(e.op))
+    if axis_at is None and not is_contraction(type(e.op)):
+        raise LoweringError(f"{e.op!r} has no compiled form")
+    n = sizes[s]
+    if n > MAX_PROBED_SIZE:
+        raise LoweringError(f"{e.op!r} on {n} entries is too large to probe")
+    shape = np.shape(slots[s])
+    m = sizes[e.out]
+    offset = np.asarray(_probe_call(e, {(pos, None): np.zeros(shape)}, slots),
+                        dtype=np.float64).ravel()
+    if offset.size != m:
+        raise LoweringError(f"{e.op!r} changes size when probed")
+    columns = np.empty((m, n))
+    basis = np.zeros(n)
+    for i in range(n):
+        basis[i] = 1.0
+        columns[:, i] = np.asarray(_probe_call(e, {(pos, None): basis.reshape(shape)}, slots),
+                                   dtype=np.float64).ravel() - offset
+        basis[i] = 0.0
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # linear, not only at the basis vectors (max is not)
+        r = rng.standard_normal(n)
+        got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
+                         dtype=np.float64).ravel()
+        if not np.allclose(got, columns @ r + offset, rtol=1e-12, atol=1e-12):
+            selected = _as_selection(e, slots, pos, s, shape, axis_at)
+            if selected is not None:
+                return selected
+            raise LoweringError(f"{e.op!r} is not linear in its computed argument")
+    rows, cols = np.nonzero(columns)
+    indptr = np.zeros(m + 1, dtype=np.intp)
+    np.add.at(indptr, rows + 1, 1)
+    indptr = np.cumsum(indptr).astype(np.intp)
+    return Linear(e.out, s, indptr, cols.astype(np.intp), columns[rows, cols], offset)
+

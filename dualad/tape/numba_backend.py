@@ -1,0 +1,643 @@
+"""The Numba backend: a lowered program (:mod:`dualad.tape.lowering`) written as one
+``@numba.njit`` function with scalar loop bodies from the rules tables' expressions.
+
+Three entries are generated per program, each on demand:
+
+- ``value``: the program's output;
+- ``jacobian``: forward mode, the ``k`` tangents innermost: every active value ``v`` of
+  size ``m`` owns ``m`` rows of one ``(rows, k)`` tangent buffer, seeded with the identity
+  on the differentiated inputs; the result is the output's rows (``out.size x k``);
+- ``gradient``: reverse mode for a scalar output: the values forward, then adjoints
+  accumulated backwards through the same instructions.
+
+Values of size one are scalar locals (no allocation), so small right-hand sides written
+as ``np.array([...])`` of scalar expressions become straight-line code. Generated modules
+are written by :func:`dualad.derivatives.codegen.import_kernel_module` (named by a digest
+of their source, compiled with ``cache=True``), so a new process loads them from disk.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> from dualad.tape.lowering import lower
+    >>> from dualad.tape.numba_backend import NumbaProgram
+    >>> tape = record(lambda x: np.sin(x) * x[0], np.ones(2))
+    >>> code = NumbaProgram(lower(tape.program, [np.ones(2)]))
+    >>> code.jacobian((0,))(np.array([0.0, 1.0])).round(4)
+    array([[0.    , 0.    ],
+           [0.8415, 0.    ]])
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..derivatives.codegen import import_kernel_module
+from ..derivatives.language import numba_scalar_call
+from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map, MatMul, Select
+
+__all__ = ["NumbaProgram"]
+
+#: Programs with more instructions than this are not compiled (Numba's compile time grows
+#: faster than linearly with a function's size); they run in Python.
+MAX_INSTRUCTIONS = 400
+#: Constant arrays longer than this are passed to the kernel instead of written in its source.
+MAX_GLOBAL_ARRAY = 64
+
+
+class _Writer:
+    """Source lines of one kernel, with the constant arrays it reads as module globals."""
+
+    def __init__(self, low: Lowered, globals_: dict[str, np.ndarray]) -> None:
+        self.low = low
+        self.sizes = low.sizes
+        self.lines: list[str] = []
+        self.globals = globals_
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def const_array(self, a: np.ndarray) -> str:
+        """A name for the constant array ``a``: a module global when small, else a
+        parameter of the kernel bound at call time (Numba compiles large global arrays
+        into the code, slowly, and the source would hold them)."""
+        if a.size > MAX_GLOBAL_ARRAY:
+            name = f"_A{len(self.arrays)}"
+            self.arrays[name] = np.ascontiguousarray(a)
+            return name
+        name = f"_G{len(self.globals)}"
+        self.globals[name] = a
+        return name
+
+    def index(self, idx: np.ndarray, loop: str = "_i") -> str:
+        """Source for ``idx[loop]``: a literal, an affine expression or a global read."""
+        if idx.size == 1:
+            return str(int(idx[0]))
+        start = int(idx[0])
+        if np.array_equal(idx, np.arange(start, start + idx.size)):
+            return loop if start == 0 else f"{loop} + {start}"
+        return f"{self.const_array(idx.astype(np.intp))}[{loop}]"
+
+    def value(self, s: int, at: str) -> str:
+        return f"_v{s}" if self.sizes[s] == 1 else f"_v{s}[{at}]"
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+
+def _renamed(text: str, tag: str) -> str:
+    return re.sub(r"\b_t(\d+)\b", lambda m: f"_t{tag}_{m.group(1)}", text)
+
+
+def _constant_partial(expr: str) -> float | None:
+    """The value of a partial written as a plain number (``1.0``, ``(-1.0)``), else None."""
+    try:
+        return float(expr.strip().strip("()"))
+    except ValueError:
+        return None
+
+
+def _literal(v: float) -> str:
+    if v != v:
+        return "np.nan"
+    if v in (np.inf, -np.inf):
+        return "np.inf" if v > 0 else "(-np.inf)"
+    return repr(float(v))
+
+
+class NumbaProgram:
+    """The generated entries of one lowered program (each compiled on first use)."""
+
+    def __init__(self, low: Lowered) -> None:
+        if len(low.instructions) > MAX_INSTRUCTIONS:
+            raise LoweringError(f"{len(low.instructions)} instructions exceed the compile "
+                                f"size cap ({MAX_INSTRUCTIONS})")
+        outputs = low.program.outputs
+        if len(outputs) != 1 or not outputs[0][0]:
+            raise LoweringError("only programs with one computed output compile")
+        self.low = low
+        self.out = outputs[0][1]
+        self._cache: dict[Any, Callable[..., Any]] = {}
+
+    # analysis ---------------------------------------------------------------------------
+    def active(self, wanted: tuple[int, ...]) -> list[bool]:
+        """Which slots depend on the input slots ``wanted``."""
+        act = [False] * len(self.low.sizes)
+        for s in wanted:
+            act[s] = True
+        for ins in self.low.instructions:
+            if isinstance(ins, Map):
+                act[ins.out] = any(o.slot is not None and act[o.slot] for o in ins.operands)
+            elif isinstance(ins, Gather):
+                act[ins.out] = any(act[s] for s, _, _ in ins.sources)
+            elif isinstance(ins, (Linear, Select)):
+                act[ins.out] = act[ins.source]
+            elif isinstance(ins, MatMul):
+                act[ins.out] = act[ins.a] or act[ins.b]
+        return act
+
+    # generation -------------------------------------------------------------------------
+    def _forward_values(self, w: _Writer, params: list[str],
+                        act: list[bool] | None = None) -> None:
+        """The values; with ``act``, also every active elementwise partial (``_d{k}_{a}``:
+        a local for size one, else an array), which the tangent loop reads."""
+        low = self.low
+        for s in range(low.program.n_inputs):
+            params.append(f"_x{s}")
+            w.emit(1, f"_v{s} = _x{s}")
+        for k, ins in enumerate(low.instructions):
+            o, m = ins.out, low.sizes[ins.out]
+            if isinstance(ins, Const):
+                if m == 1:
+                    w.emit(1, f"_v{o} = {_literal(ins.value[0])}")
+                else:
+                    w.emit(1, f"_v{o} = {w.const_array(ins.value)}")
+            elif isinstance(ins, Map):
+                if m != 1:
+                    w.emit(1, f"_v{o} = np.empty({m})")
+                    w.emit(1, f"for _i in range({m}):")
+                depth = 2 if m != 1 else 1
+                wanted = [] if act is None or not act[o] else self._active_partials(ins, act)
+                if m != 1:
+                    for a in wanted:
+                        if _constant_partial(ins.partials[a]) is None:
+                            w.lines.insert(len(w.lines) - 1, f"    _d{k}_{a} = np.empty({m})")
+                self._map_arguments(w, ins, depth, k)
+                w.emit(depth, f"y = {numba_scalar_call(ins.name, ins.arg_names)}")
+                w.emit(depth, f"_v{o} = y" if m == 1 else f"_v{o}[_i] = y")
+                if wanted:
+                    for t in ins.temps:
+                        w.emit(depth, _renamed(t, str(k)))
+                    for a in wanted:
+                        if _constant_partial(ins.partials[a]) is not None:
+                            continue  # written into the tangent loop as a literal
+                        expr = _renamed(ins.partials[a], str(k))
+                        w.emit(depth, f"_d{k}_{a} = {expr}" if m == 1 else
+                               f"_d{k}_{a}[_i] = {expr}")
+            elif isinstance(ins, Gather):
+                if m == 1:
+                    s, _, local = ins.sources[0] if ins.sources else (None, None, None)
+                    w.emit(1, f"_v{o} = " + (w.value(s, str(int(local[0]))) if s is not None
+                                             else _literal(ins.constant[0])))
+                    continue
+                if np.any(ins.constant):
+                    w.emit(1, f"_v{o} = {w.const_array(ins.constant)}.copy()")
+                elif sum(p.size for _, p, _ in ins.sources) == m:  # every entry written
+                    w.emit(1, f"_v{o} = np.empty({m})")
+                else:
+                    w.emit(1, f"_v{o} = np.zeros({m})")
+                for s, positions, local in ins.sources:
+                    n = positions.size
+                    if n == 1:
+                        w.emit(1, f"_v{o}[{int(positions[0])}] = "
+                                  f"{w.value(s, str(int(local[0])))}")
+                    else:
+                        w.emit(1, f"for _i in range({n}):")
+                        w.emit(2, f"_v{o}[{w.index(positions)}] = "
+                                  f"{w.value(s, w.index(local))}")
+            elif isinstance(ins, Linear):
+                self._linear(w, ins, forward_tangent=None)
+            elif isinstance(ins, MatMul):
+                w.emit(1, f"_v{o} = ({self._matrix(ins.a, ins.p, ins.q)} @ "
+                          f"{self._matrix(ins.b, ins.q, ins.r)}).reshape(-1)")
+            elif isinstance(ins, Select):
+                self._select_values(w, ins)
+
+    @staticmethod
+    def _active_partials(ins: Map, act: list[bool]) -> list[int]:
+        return [a for a, (op, expr) in enumerate(zip(ins.operands, ins.partials))
+                if op.slot is not None and act[op.slot] and expr not in ("0.0", "(0.0)")]
+
+    def _map_arguments(self, w: _Writer, ins: Map, depth: int, k: int) -> list[str]:
+        """Assign each argument's scalar to its rule name; the index expression per operand."""
+        at = []
+        m = self.low.sizes[ins.out]
+        for name, op in zip(ins.arg_names, ins.operands):
+            if op.slot is None:
+                if isinstance(op.constant, float):
+                    w.emit(depth, f"{name} = {_literal(op.constant)}")
+                else:
+                    w.emit(depth, f"{name} = {w.const_array(op.constant)}[_i]")
+                at.append("")
+                continue
+            if self.low.sizes[op.slot] == 1:
+                idx = "0"
+            elif op.index is None:
+                idx = "_i" if m != 1 else "0"
+            else:
+                idx = w.index(op.index) if m != 1 else str(int(op.index[0]))
+            w.emit(depth, f"{name} = {w.value(op.slot, idx)}")
+            at.append(idx)
+        return at
+
+    @staticmethod
+    def _matrix(s: int, rows: int, cols: int, prefix: str = "_v") -> str:
+        return f"{prefix}{s}.reshape(({rows}, {cols}))"
+
+    def _select_values(self, w: _Writer, ins: Select) -> None:
+        """``out[g]`` = the largest (smallest) entry of group ``g``, and ``_n{o}``: how many
+        entries tie for it (they share the derivative)."""
+        o, s, n = ins.out, ins.source, ins.group.size
+        m = self.low.sizes[o]
+        if self.low.sizes[s] == 1 or m == 1:
+            if self.low.sizes[s] == 1:
+                raise LoweringError("a selection over one entry")
+        G = w.const_array(ins.group)
+        better = ">" if ins.largest else "<"
+        start = "-np.inf" if ins.largest else "np.inf"
+        w.emit(1, f"_m{o} = np.full({m}, {start})")
+        w.emit(1, f"_n{o} = np.zeros({m})")
+        w.emit(1, f"for _i in range({n}):")
+        w.emit(2, f"_x = _v{s}[_i]")
+        w.emit(2, f"_g = {G}[_i]")
+        w.emit(2, f"if _x {better} _m{o}[_g]:")
+        w.emit(3, f"_m{o}[_g] = _x")
+        w.emit(3, f"_n{o}[_g] = 1.0")
+        w.emit(2, f"elif _x == _m{o}[_g]:")
+        w.emit(3, f"_n{o}[_g] += 1.0")
+        w.emit(1, f"_v{o} = _m{o}[0]" if m == 1 else f"_v{o} = _m{o}")
+
+    def _linear(self, w: _Writer, ins: Linear, forward_tangent: Any) -> None:
+        o, m, s = ins.out, self.low.sizes[ins.out], ins.source
+        indptr, indices, data = ins.indptr, ins.indices, ins.data
+        if m == 1 and self.low.sizes[s] == 1:
+            w.emit(1, f"_v{o} = {_literal(ins.offset[0])} + {_literal(data[0]) if data.size else 0.0}"
+                      f" * _v{s}")
+            return
+        ptr, ind, dat = (w.const_array(indptr), w.const_array(indices), w.const_array(data))
+        src = f"_v{s}[{ind}[_p]]" if self.low.sizes[s] != 1 else f"_v{s}"
+        if m == 1:
+            w.emit(1, f"_acc = {_literal(ins.offset[0])}")
+            w.emit(1, f"for _p in range({indptr[-1]}):")
+            w.emit(2, f"_acc += {dat}[_p] * {src}")
+            w.emit(1, f"_v{o} = _acc")
+        else:
+            w.emit(1, f"_v{o} = {w.const_array(ins.offset)}.copy()")
+            w.emit(1, f"for _i in range({m}):")
+            w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+            w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
+
+    def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int,
+                  colors: str | None = None) -> None:
+        """One loop over the ``K`` directions around the whole program's tangents (scalar
+        locals for size one, one reused vector per larger value): one compact loop body,
+        which Numba compiles fast, and the partials computed once, before it."""
+        low = self.low
+        sizes = low.sizes
+        for s, a in enumerate(act):
+            if a and sizes[s] != 1:
+                w.emit(1, f"_t{s} = np.empty({sizes[s]})")
+        w.emit(1, f"for _j in range({K}):")
+        col = 0
+        for s in wanted:  # seeds: the identity, or one direction per colour of columns
+            m = sizes[s]
+            if colors is not None:
+                if m == 1:
+                    w.emit(2, f"_t{s} = 1.0 if _j == {colors}[{col}] else 0.0")
+                else:
+                    w.emit(2, f"for _i in range({m}):")
+                    w.emit(3, f"_t{s}[_i] = 1.0 if _j == {colors}[{col} + _i] else 0.0")
+            elif m == 1:
+                w.emit(2, f"_t{s} = 1.0 if _j == {col} else 0.0")
+            else:
+                w.emit(2, f"for _i in range({m}):")
+                w.emit(3, f"_t{s}[_i] = 1.0 if _j == {col} + _i else 0.0")
+            col += m
+
+        def tan(s: int, at: str) -> str:
+            return f"_t{s}" if sizes[s] == 1 else f"_t{s}[{at}]"
+
+        for k, ins in enumerate(low.instructions):
+            o, m = ins.out, sizes[ins.out]
+            if not act[o] or isinstance(ins, Const):
+                continue
+            if isinstance(ins, Map):
+                terms = []
+                depth = 2 if m == 1 else 3
+                if m != 1:
+                    w.emit(2, f"for _i in range({m}):")
+                for a in self._active_partials(ins, act):
+                    op = ins.operands[a]
+                    if sizes[op.slot] == 1:
+                        at = "0"
+                    elif op.index is None:
+                        at = "_i"
+                    else:
+                        at = w.index(op.index) if m != 1 else str(int(op.index[0]))
+                    c = _constant_partial(ins.partials[a])
+                    t = tan(op.slot, at)
+                    if c is None:
+                        d = f"_d{k}_{a}" if m == 1 else f"_d{k}_{a}[_i]"
+                        terms.append(f"+ {d} * {t}")
+                    elif c == 1.0:
+                        terms.append(f"+ {t}")
+                    elif c == -1.0:
+                        terms.append(f"- {t}")
+                    else:
+                        terms.append(f"+ {_literal(c)} * {t}")
+                text = " ".join(terms).removeprefix("+ ") if terms else "0.0"
+                w.emit(depth, f"{tan(o, '_i')} = {text}")
+            elif isinstance(ins, Gather):
+                covered = np.zeros(m, dtype=bool)
+                for s, positions, local in ins.sources:
+                    covered[positions] = True
+                    src = tan(s, w.index(local)) if act[s] else "0.0"
+                    if m == 1:
+                        w.emit(2, f"_t{o} = {tan(s, str(int(local[0]))) if act[s] else '0.0'}")
+                        continue
+                    if positions.size == 1:
+                        w.emit(2, f"_t{o}[{int(positions[0])}] = "
+                                  f"{tan(s, str(int(local[0]))) if act[s] else '0.0'}")
+                        continue
+                    w.emit(2, f"for _i in range({positions.size}):")
+                    w.emit(3, f"_t{o}[{w.index(positions)}] = {src}")
+                free = np.flatnonzero(~covered)
+                if free.size:
+                    if m == 1:
+                        w.emit(2, f"_t{o} = 0.0")
+                    else:
+                        w.emit(2, f"for _i in range({free.size}):")
+                        w.emit(3, f"_t{o}[{w.index(free)}] = 0.0")
+            elif isinstance(ins, MatMul):
+                terms = []
+                if act[ins.a]:
+                    terms.append(f"({self._matrix(ins.a, ins.p, ins.q, '_t')} @ "
+                                 f"{self._matrix(ins.b, ins.q, ins.r)})")
+                if act[ins.b]:
+                    terms.append(f"({self._matrix(ins.a, ins.p, ins.q)} @ "
+                                 f"{self._matrix(ins.b, ins.q, ins.r, '_t')})")
+                w.emit(2, f"_t{o}[:] = ({' + '.join(terms)}).reshape(-1)")
+            elif isinstance(ins, Select):
+                s = ins.source
+                G = w.const_array(ins.group)
+                w.emit(2, f"_acc_{o} = np.zeros({m})")
+                w.emit(2, f"for _i in range({ins.group.size}):")
+                w.emit(3, f"if _v{s}[_i] == _m{o}[{G}[_i]]:")
+                w.emit(4, f"_acc_{o}[{G}[_i]] += _t{s}[_i] / _n{o}[{G}[_i]]")
+                w.emit(2, f"_t{o} = _acc_{o}[0]" if m == 1 else f"_t{o}[:] = _acc_{o}")
+            elif isinstance(ins, Linear):
+                s = ins.source
+                ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
+                                 w.const_array(ins.data))
+                src = f"_t{s}[{ind}[_p]]" if sizes[s] != 1 else f"_t{s}"
+                if m == 1:
+                    w.emit(2, "_acc = 0.0")
+                    w.emit(2, f"for _p in range({int(ins.indptr[-1])}):")
+                    w.emit(3, f"_acc += {dat}[_p] * {src}")
+                    w.emit(2, f"_t{o} = _acc")
+                else:
+                    w.emit(2, f"for _i in range({m}):")
+                    w.emit(3, "_acc = 0.0")
+                    w.emit(3, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+                    w.emit(4, f"_acc += {dat}[_p] * {src}")
+                    w.emit(3, f"_t{o}[_i] = _acc")
+
+    def _adjoints(self, w: _Writer, act: list[bool]) -> None:
+        low = self.low
+        sizes = low.sizes
+        for s, a in enumerate(act):
+            if a:
+                w.emit(1, f"_a{s} = 0.0" if sizes[s] == 1 else f"_a{s} = np.zeros({sizes[s]})")
+        w.emit(1, f"_a{self.out} = " + ("1.0" if sizes[self.out] == 1 else "_seed"))
+
+        def adj(s: int, at: str) -> str:
+            return f"_a{s}" if sizes[s] == 1 else f"_a{s}[{at}]"
+
+        for k in range(len(low.instructions) - 1, -1, -1):
+            ins = low.instructions[k]
+            o, m = ins.out, sizes[ins.out]
+            if not act[o] or isinstance(ins, Const):
+                continue
+            if isinstance(ins, Map):
+                depth = 1
+                if m != 1:
+                    w.emit(1, f"for _i in range({m}):")
+                    depth = 2
+                at = self._map_arguments(w, ins, depth, k)
+                w.emit(depth, "y = " + (f"_v{o}" if m == 1 else f"_v{o}[_i]"))
+                w.emit(depth, "_g = " + adj(o, "_i"))
+                for t in ins.temps:
+                    w.emit(depth, _renamed(t, str(k)))
+                for a, (op, expr) in enumerate(zip(ins.operands, ins.partials)):
+                    if op.slot is None or not act[op.slot] or expr in ("0.0", "(0.0)"):
+                        continue
+                    w.emit(depth, f"{adj(op.slot, at[a])} += _g * {_renamed(expr, str(k))}")
+            elif isinstance(ins, Gather):
+                for s, positions, local in ins.sources:
+                    if not act[s]:
+                        continue
+                    if positions.size == 1:
+                        w.emit(1, f"{adj(s, str(int(local[0])))} += "
+                                  f"{adj(o, str(int(positions[0])))}")
+                    else:
+                        w.emit(1, f"for _i in range({positions.size}):")
+                        w.emit(2, f"{adj(s, w.index(local))} += {adj(o, w.index(positions))}")
+            elif isinstance(ins, MatMul):
+                g = self._matrix(o, ins.p, ins.r, "_a")
+                if act[ins.a]:
+                    w.emit(1, f"_a{ins.a} += ({g} @ {self._matrix(ins.b, ins.q, ins.r)}.T)"
+                              f".reshape(-1)")
+                if act[ins.b]:
+                    w.emit(1, f"_a{ins.b} += ({self._matrix(ins.a, ins.p, ins.q)}.T @ {g})"
+                              f".reshape(-1)")
+            elif isinstance(ins, Select):
+                s = ins.source
+                if not act[s]:
+                    continue
+                G = w.const_array(ins.group)
+                ga = f"_a{o}" if m == 1 else f"_a{o}[{G}[_i]]"
+                w.emit(1, f"for _i in range({ins.group.size}):")
+                w.emit(2, f"if _v{s}[_i] == _m{o}[{G}[_i]]:")
+                w.emit(3, f"_a{s}[_i] += {ga} / _n{o}[{G}[_i]]")
+            elif isinstance(ins, Linear):
+                s = ins.source
+                if not act[s]:
+                    continue
+                ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
+                           w.const_array(ins.data))
+                w.emit(1, f"for _i in range({m}):")
+                w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
+                w.emit(3, f"{adj(s, f'{ind}[_p]')} += {dat}[_p] * {adj(o, '_i')}")
+
+    # modules ----------------------------------------------------------------------------
+    def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
+        lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
+                 "import numpy as np", ""]
+        for gname, arr in w.globals.items():
+            dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
+            items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
+                ", ".join(_literal(float(v)) for v in arr)
+            lines.append(f"{gname} = np.array([{items}], dtype={dtype})")
+        lines += ["", "", '@numba.njit(cache=True, error_model="numpy")',
+                  f"def {name}({', '.join(list(w.arrays) + params)}):"] + w.lines
+        source = "\n".join(lines) + "\n"
+        module = import_kernel_module(source, subdirectory="tapes")
+        kernel = getattr(module, name)
+        if w.arrays:  # bound first: the kernel takes the program's inputs
+            return functools.partial(kernel, *w.arrays.values())
+        return kernel
+
+    def _shape_literal(self, shape: tuple[int, ...]) -> str:
+        return "(" + "".join(f"{d}, " for d in shape) + ")"
+
+    def value(self) -> Callable[..., Any]:
+        """``value(*inputs)``: the output (inputs flat, floats for size-one inputs)."""
+        fn = self._cache.get("value")
+        if fn is None:
+            w = _Writer(self.low, {})
+            params: list[str] = []
+            self._forward_values(w, params)
+            o = self.out
+            shape = self.low.shapes[o]
+            if self.low.sizes[o] == 1 and shape == ():
+                w.emit(1, f"return _v{o}")
+            else:
+                w.emit(1, f"return _v{o}.copy().reshape({self._shape_literal(shape)})")
+            fn = self._cache["value"] = self._module("tape_value", w, params)
+        return fn
+
+    def jacobian(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``jacobian(*inputs)``: the output's Jacobian with respect to the input slots
+        ``wanted``, shape ``out.shape + (k,)`` with ``k`` their total size (one slot: its
+        shape in place of ``(k,)``)."""
+        fn = self._cache.get(("jacobian", wanted))
+        if fn is not None:
+            return fn
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        act = self.active(wanted)
+        self._forward_values(w, params, act)
+        K = sum(low.sizes[s] for s in wanted)
+        o = self.out
+        m = low.sizes[o]
+        if len(wanted) == 1:
+            shape = low.shapes[o] + low.shapes[wanted[0]]
+        else:
+            shape = low.shapes[o] + (K,)
+        if act[o]:
+            w.emit(1, f"_J = np.empty(({m}, {K}))")
+            self._tangents(w, act, wanted, K)
+            if m == 1:
+                w.emit(2, f"_J[0, _j] = _t{o}")
+            else:
+                w.emit(2, f"for _i in range({m}):")
+                w.emit(3, f"_J[_i, _j] = _t{o}[_i]")
+            w.emit(1, f"return _J.reshape({self._shape_literal(shape)})")
+        else:
+            w.emit(1, f"return np.zeros({self._shape_literal(shape)})")
+        fn = self._cache[("jacobian", wanted)] = self._module("tape_jacobian", w, params)
+        return fn
+
+    def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
+                            rows: np.ndarray, cols: np.ndarray,
+                            dense: tuple[int, ...] | None = None) -> Callable[..., Any]:
+        """``compressed(*inputs)``: the values, in the order of ``(rows, cols)``, of the
+        Jacobian's entries (output entries by input entries of the slots ``wanted``), from
+        one direction per colour of ``colors`` (a distance-2 column colouring of that
+        pattern); the decompression happens inside the compiled code. With ``dense`` (a
+        shape), the entries are scattered into a dense Jacobian of that shape instead."""
+        key = ("compressed", wanted, colors.tobytes(), rows.tobytes(), cols.tobytes(), dense)
+        fn = self._cache.get(key)
+        if fn is not None:
+            return fn
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        act = self.active(wanted)
+        self._forward_values(w, params, act)
+        o = self.out
+        m = low.sizes[o]
+        c = int(colors.max()) + 1 if colors.size else 0
+        nnz = rows.size
+        if act[o] and nnz:
+            C = w.const_array(colors.astype(np.intp))
+            w.emit(1, f"_B = np.empty(({m}, {c}))")
+            self._tangents(w, act, wanted, c, colors=C)
+            if m == 1:
+                w.emit(2, f"_B[0, _j] = _t{o}")
+            else:
+                w.emit(2, f"for _i in range({m}):")
+                w.emit(3, f"_B[_i, _j] = _t{o}[_i]")
+            R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
+            if dense is not None:
+                K = sum(low.sizes[s] for s in wanted)
+                w.emit(1, f"_D = np.zeros(({m}, {K}))")
+                w.emit(1, f"for _e in range({nnz}):")
+                w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
+            else:
+                w.emit(1, f"_data = np.empty({nnz})")
+                w.emit(1, f"for _e in range({nnz}):")
+                w.emit(2, f"_data[_e] = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(1, "return _data")
+        elif dense is not None:
+            w.emit(1, f"return np.zeros({self._shape_literal(dense)})")
+        else:
+            w.emit(1, f"return np.zeros({nnz})")
+        fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
+        return fn
+
+    def gradient(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
+        output."""
+        fn = self._cache.get(("gradient", wanted))
+        if fn is not None:
+            return fn
+        low = self.low
+        o = self.out
+        if low.sizes[o] != 1:
+            raise LoweringError("a gradient needs a scalar output")
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        act = self.active(wanted)
+        grads = []
+        if act[o]:
+            self._adjoints(w, act)
+        for s in wanted:
+            shape = low.shapes[s]
+            if not act[o] or not act[s]:
+                grads.append("0.0" if shape == () else f"np.zeros({self._shape_literal(shape)})")
+            elif shape == ():
+                grads.append(f"_a{s}")
+            else:
+                grads.append(f"_a{s}.reshape({self._shape_literal(shape)})"
+                             if low.sizes[s] != 1 else
+                             f"np.full({self._shape_literal(shape)}, _a{s})")
+        w.emit(1, f"return _v{o}, ({', '.join(grads)},)")
+        fn = self._cache[("gradient", wanted)] = self._module("tape_gradient", w, params)
+        return fn
+
+
+def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False
+                 ) -> Callable[..., Any]:
+    """``batch(xs, *other_inputs)``: ``kernel`` (an entry made above, whose result is an
+    array or a float) applied to each row of ``xs`` (its first input, flat per row) inside
+    one compiled loop, the results stacked; ``parallel`` spreads the rows over Numba's
+    threads (``prange``)."""
+    bound: tuple = ()
+    if isinstance(kernel, functools.partial):
+        bound, kernel = kernel.args, kernel.func
+    py_func = kernel.py_func
+    arrays = [f"_A{i}" for i in range(len(bound))]
+    others = [f"_x{i}" for i in range(1, n_inputs)]
+    call = ", ".join(arrays + ["_xs[_b]"] + others)
+    loop = "numba.prange" if parallel else "range"
+    lines = ['"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
+             "import numpy as np", f"from {py_func.__module__} import {py_func.__name__} as _K",
+             "", "",
+             f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
+             f"def tape_batch({', '.join(arrays + ['_xs'] + others)}):",
+             "    _n = _xs.shape[0]",
+             f"    _first = np.asarray(_K({call.replace('_xs[_b]', '_xs[0]')}))",
+             "    _out = np.empty((_n,) + _first.shape)",
+             f"    for _b in {loop}(_n):",
+             f"        _out[_b] = _K({call})",
+             "    return _out"]
+    module = import_kernel_module("\n".join(lines) + "\n", subdirectory="tapes")
+    if bound:
+        return functools.partial(module.tape_batch, *bound)
+    return module.tape_batch
