@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .language import compile_derivatives
 from .registry import derivative_kind
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "scale_tangent",
     "scale_scalar_tangent",
     "column",
+    "MaskedDerivatives",
 ]
 
 #: Kinds whose derivative is a constant, with its value (``none``: no derivative).
@@ -181,3 +183,34 @@ def cotangent_term(kind: str) -> Callable[[Any, Any], Any] | None:
 def tangent_terms(kinds: Sequence[str]) -> tuple[Callable[[Any, Any], Any] | None, ...]:
     """:func:`tangent_term` of each kind."""
     return tuple(tangent_term(k) for k in kinds)
+
+
+class MaskedDerivatives:
+    """``derivatives(*args, y)`` of a rule compiled per set of arguments that need one
+    (``mask``): a derivative nobody needs (a constant's) is not computed; built on first use.
+
+    Example:
+        >>> from dualad.derivatives.registry import get_rule
+        >>> masked = MaskedDerivatives(get_rule(np.multiply))
+        >>> masked.get((True, False))(2.0, 3.0, 6.0)
+        (3.0, None)
+    """
+
+    __slots__ = ("rule", "_by_mask")
+
+    def __init__(self, rule: Any) -> None:
+        self.rule = rule
+        self._by_mask: dict[tuple[bool, ...], Callable[..., tuple]] = {}
+
+    def get(self, mask: tuple[bool, ...]) -> Callable[..., tuple]:
+        fn = self._by_mask.get(mask)
+        if fn is None:
+            rule = self.rule
+            if all(mask):
+                fn = rule.derivatives
+            else:
+                exprs = [e if m else None for e, m in zip(rule.expressions, mask)]
+                fn = compile_derivatives(rule.arg_names, exprs, name=rule.name,
+                                         table=rule.source)
+            self._by_mask[mask] = fn
+        return fn

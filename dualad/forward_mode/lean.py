@@ -28,8 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from ..derivatives.kinds import FRESH_KINDS, rule_kinds, scale_tangent, tangent_term
-from ..derivatives.language import compile_derivatives
+from ..derivatives.kinds import (
+    FRESH_KINDS,
+    MaskedDerivatives,
+    rule_kinds,
+    scale_tangent,
+    tangent_term,
+)
 from . import kernels as dual_kernels
 from .dual import Dual
 
@@ -52,30 +57,6 @@ def _make(value: Any, partials: Any, tag: Any) -> Dual:
     obj.tag = tag
     obj.level = tag.level
     return obj
-
-
-class _Derivatives:
-    """``derivatives(*args, y)`` of a rule, compiled per set of operands with partials
-    (a derivative nobody needs is not computed); built on first use."""
-
-    __slots__ = ("rule", "_by_mask")
-
-    def __init__(self, rule: Any) -> None:
-        self.rule = rule
-        self._by_mask: dict[tuple[bool, ...], Callable[..., tuple]] = {}
-
-    def get(self, mask: tuple[bool, ...]) -> Callable[..., tuple]:
-        fn = self._by_mask.get(mask)
-        if fn is None:
-            rule = self.rule
-            if all(mask):
-                fn = rule.derivatives
-            else:
-                exprs = [e if m else None for e, m in zip(rule.expressions, mask)]
-                fn = compile_derivatives(rule.arg_names, exprs, name=rule.name,
-                                         table=rule.source)
-            self._by_mask[mask] = fn
-        return fn
 
 
 def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None:
@@ -174,7 +155,7 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
     term_a, term_b = tangent_term(ka), tangent_term(kb)
     if rk is None:
         rk = dual_kernels.RuleKernels(rule)
-    derivs = _Derivatives(rule)
+    derivs = MaskedDerivatives(rule)
     quiet = rule.may_warn
     need = "expr" in (ka, kb)
     const_types = CONSTANT_TYPES
