@@ -193,7 +193,7 @@ class MaskedDerivatives:
         >>> from dualad.derivatives.registry import get_rule
         >>> masked = MaskedDerivatives(get_rule(np.multiply))
         >>> masked.get((True, False))(2.0, 3.0, 6.0)
-        (3.0, None)
+        (np.float64(3.0), None)
     """
 
     __slots__ = ("rule", "_by_mask")
