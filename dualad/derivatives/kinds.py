@@ -41,6 +41,7 @@ __all__ = [
     "FRESH_KINDS",
     "rule_kinds",
     "tangent_term",
+    "fresh_tangent_term",
     "cotangent_term",
     "scale_tangent",
     "scale_scalar_tangent",
@@ -101,7 +102,11 @@ def scale_tangent(p: Any, d: Any) -> Any:
         array([[ 0., inf]])
     """
     td = type(d)
-    if td is _ND:
+    if td is _F64 or td is float or td is int:
+        if _isfinite(d):
+            return p * d
+        dc = d
+    elif td is _ND:
         if d.ndim == 0:
             dc = d
             finite = d.dtype.kind not in "fc" or _isfinite(abs(d[()]))
@@ -110,10 +115,6 @@ def scale_tangent(p: Any, d: Any) -> Any:
             finite = d.dtype.kind not in "fc" or _all_finite(d)
         if finite:
             return p * dc
-    elif td is _F64 or td is float or td is int:
-        if _isfinite(d):
-            return p * d
-        dc = d
     elif td is complex or td is np.complex128:
         if _isfinite(abs(d)):
             return p * d
@@ -166,6 +167,29 @@ def tangent_term(kind: str) -> Callable[[Any, Any], Any] | None:
     if kind == "minus_one":
         return _negate
     return None
+
+
+def _copy(p: Any, d: Any) -> Any:
+    return p.copy() if type(p) is _ND else p * 1.0
+
+
+def _zeros_like_partials(p: Any, d: Any) -> Any:
+    return np.zeros(np.shape(p))
+
+
+def fresh_tangent_term(kind: str) -> Callable[[Any, Any], Any]:
+    """As :func:`tangent_term`, for a term that becomes a result on its own: always a new
+    array (``one`` copies; kinds without a derivative give zeros shaped like the partials).
+
+    Example:
+        >>> p = np.ones((2, 1))
+        >>> fresh_tangent_term("one")(p, None) is p, fresh_tangent_term("zero")(p, None).shape
+        (False, (2, 1))
+    """
+    if kind == "one":
+        return _copy
+    term = tangent_term(kind)
+    return _zeros_like_partials if term is None else term
 
 
 def cotangent_term(kind: str) -> Callable[[Any, Any], Any] | None:

@@ -552,44 +552,62 @@ def _unary_entry(ufunc: Any, x: Dual) -> Any:
     return _call_ufunc(ufunc, (x,))
 
 
-def _binary_entry(ufunc: Any, a: Any, b: Any, rec: FastPath | None = None) -> Any:
-    """``ufunc(a, b)`` with a Dual among ``a, b``: the one entry of forward mode's binary
-    calls (numpy's protocol and the Python operators), through the ufunc's fast paths
-    (scalars with one direction, then the lean path), else :func:`_call_ufunc`."""
-    if rec is None:
-        rec = _ACTIVE.get(ufunc)
-        if rec is None:
-            return _call_ufunc(ufunc, (a, b))
-    sr = rec.scalar
-    if sr is not None:
-        ta, tb = type(a), type(b)
-        if ta is Dual:
-            da = a._d
-            if da is not None:
-                if tb is Dual:
-                    db = b._d
-                    if db is not None and b.tag is a.tag:
-                        va, vb = a.value, b.value
-                        y = sr[0](va, vb)
-                        ga, gb = sr[1](va, vb, y)
-                        return _new_scalar(y, scale_scalar_tangent(ga, da)
-                                           + scale_scalar_tangent(gb, db), a.tag)
-                elif tb in _PLAIN_SCALARS:
-                    va = a.value
-                    y = sr[0](va, b)
-                    return _new_scalar(y, scale_scalar_tangent(sr[1](va, b, y)[0], da), a.tag)
-        elif tb is Dual and ta in _PLAIN_SCALARS:
-            db = b._d
-            if db is not None:
-                vb = b.value
-                y = sr[0](a, vb)
-                return _new_scalar(y, scale_scalar_tangent(sr[1](a, vb, y)[1], db), b.tag)
-    lean = rec.lean
-    if lean is not None:
-        r = lean(a, b)
-        if r is not None:
-            return r
-    return _call_ufunc(ufunc, (a, b))
+def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any], Any]:
+    """``entry(a, b)``: ``ufunc(a, b)`` with a Dual among ``a, b`` (``ufunc(b, a)`` when
+    ``reflected``), the one entry of forward mode's binary calls: numpy's protocol and the
+    Python operators (which are these functions). Through the ufunc's fast paths (scalars
+    with one direction, then the lean path), else :func:`_call_ufunc`."""
+    rec = active_fast_path(ufunc)
+
+    def entry(x: Any, y: Any) -> Any:
+        a, b = (y, x) if reflected else (x, y)
+        sr = rec.scalar
+        if sr is not None:
+            ta, tb = type(a), type(b)
+            if ta is Dual:
+                da = a._d
+                if da is not None:
+                    if tb is Dual:
+                        db = b._d
+                        if db is not None and b.tag is a.tag:
+                            va, vb = a.value, b.value
+                            v = sr[0](va, vb)
+                            ga, gb = sr[1](va, vb, v)
+                            return _new_scalar(v, scale_scalar_tangent(ga, da)
+                                               + scale_scalar_tangent(gb, db), a.tag)
+                    elif tb in _PLAIN_SCALARS:
+                        va = a.value
+                        v = sr[0](va, b)
+                        return _new_scalar(v, scale_scalar_tangent(sr[1](va, b, v)[0], da),
+                                           a.tag)
+            elif tb is Dual and ta in _PLAIN_SCALARS:
+                db = b._d
+                if db is not None:
+                    vb = b.value
+                    v = sr[0](a, vb)
+                    return _new_scalar(v, scale_scalar_tangent(sr[1](a, vb, v)[1], db),
+                                       b.tag)
+        lean = rec.lean
+        if lean is not None:
+            r = lean(a, b)
+            if r is not None:
+                return r
+        return _call_ufunc(ufunc, (a, b))
+
+    entry.__name__ = f"{'r' if reflected else ''}{ufunc.__name__}"
+    return entry
+
+
+# ufunc -> its binary entry (see _binary_entry_for)
+_BINARY_ENTRIES: dict[Any, Callable[[Any, Any], Any]] = {}
+
+
+def _binary_entry(ufunc: Any, a: Any, b: Any) -> Any:
+    """``ufunc(a, b)`` through the ufunc's binary entry."""
+    entry = _BINARY_ENTRIES.get(ufunc)
+    if entry is None:
+        entry = _BINARY_ENTRIES[ufunc] = _binary_entry_for(ufunc)
+    return entry(a, b)
 
 
 def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
@@ -829,20 +847,7 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
     return out
 
 
-def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
-    """The Python operator of ``ufunc``: :func:`_binary_entry` with the ufunc's record."""
-    rec = active_fast_path(ufunc)
-    if reflected:
-        def method(self: Any, other: Any) -> Any:
-            return _binary_entry(ufunc, other, self, rec)
-    else:
-        def method(self: Any, other: Any) -> Any:
-            return _binary_entry(ufunc, self, other, rec)
-    method.__name__ = f"{'r' if reflected else ''}{ufunc.__name__}"
-    return method
-
-
 for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
-    setattr(Dual, _name, _operator(_ufunc, _reflected))
+    setattr(Dual, _name, _binary_entry_for(_ufunc, _reflected))
 Dual.__neg__ = lambda self: _unary_entry(np.negative, self)  # type: ignore[method-assign]
 del _name, _ufunc, _reflected

@@ -31,6 +31,7 @@ import numpy as np
 from ..derivatives.kinds import (
     FRESH_KINDS,
     MaskedDerivatives,
+    fresh_tangent_term,
     rule_kinds,
     scale_tangent,
     tangent_term,
@@ -153,6 +154,7 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
     f = rule.function
     ka, kb = rule_kinds(rule)
     term_a, term_b = tangent_term(ka), tangent_term(kb)
+    single_a, single_b = fresh_tangent_term(ka), fresh_tangent_term(kb)
     if rk is None:
         rk = dual_kernels.RuleKernels(rule)
     derivs = MaskedDerivatives(rule)
@@ -213,20 +215,14 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
             kern(av, ap, bv, bp, o, op)
         return _make(out, outp, tag)
 
-    def single(kind: str, term: Any, p: Any, d: Any) -> Any:
-        if term is None:
-            return np.zeros(p.shape)
-        t = term(p, d)
-        return t if kind in FRESH_KINDS else t.copy()  # results never alias their operands
-
     def partials(av: Any, ap: Any, bv: Any, bp: Any, y: Any, mask: tuple) -> Any:
         da = db = None
         if need:
             da, db = derivs.get(mask)(av, bv, y)
         if bp is None:
-            return single(ka, term_a, ap, da)
+            return single_a(ap, da)
         if ap is None:
-            return single(kb, term_b, bp, db)
+            return single_b(bp, db)
         # both operands carry partials of one shape: the general path's sum of terms
         ta = None if term_a is None else term_a(ap, da)
         tb = None if term_b is None else term_b(bp, db)
