@@ -59,6 +59,7 @@ FRESH_KINDS = frozenset(("expr", "minus_one"))
 _ND = np.ndarray
 _F64 = np.float64
 _isfinite = math.isfinite
+_ZERO = np.float64(0.0)
 
 
 def rule_kinds(rule: Any) -> tuple[str, ...]:
@@ -134,13 +135,13 @@ def scale_scalar_tangent(d: Any, t: Any) -> Any:
 
     Example:
         >>> scale_scalar_tangent(np.float64(np.inf), 0.0), scale_scalar_tangent(2.0, 3.0)
-        (0.0, 6.0)
+        (np.float64(0.0), 6.0)
     """
     if d is None:
-        return 0.0
+        return _ZERO
     tt = type(t)
     if (tt is _F64 or tt is float) and t == 0.0:
-        return 0.0
+        return _ZERO
     return d * t
 
 

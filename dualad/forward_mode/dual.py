@@ -90,6 +90,8 @@ DEFAULT_TAG = Tag(name="default")
 
 # Plain (untraced) scalars the scalar fast path combines with a scalar Dual.
 _PLAIN_SCALARS = frozenset((float, int, np.float64))
+_F64 = np.float64
+_ZERO = np.float64(0.0)
 
 
 class FastPath:
@@ -540,7 +542,10 @@ def _unary_entry(ufunc: Any, x: Dual) -> Any:
             if sr is not None:
                 v = x.value
                 y = sr[0](v)
-                return _new_scalar(y, scale_scalar_tangent(sr[1](v, y)[0], d), x.tag)
+                if d.__class__ is _F64 and d == 0.0:  # NaN-safe: a zero tangent stays zero
+                    return _new_scalar(y, _ZERO, x.tag)
+                g = sr[1](v, y)[0]
+                return _new_scalar(y, _ZERO if g is None else g * d, x.tag)
         lean = rec.lean
         if lean is not None:
             r = lean(x)
@@ -578,15 +583,19 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
                     elif tb in _PLAIN_SCALARS:
                         va = a.value
                         v = sr[0](va, b)
-                        return _new_scalar(v, scale_scalar_tangent(sr[1](va, b, v)[0], da),
-                                           a.tag)
+                        if da.__class__ is _F64 and da == 0.0:  # NaN-safe
+                            return _new_scalar(v, _ZERO, a.tag)
+                        g = sr[1](va, b, v)[0]
+                        return _new_scalar(v, _ZERO if g is None else g * da, a.tag)
             elif tb is Dual and ta in _PLAIN_SCALARS:
                 db = b._d
                 if db is not None:
                     vb = b.value
                     v = sr[0](a, vb)
-                    return _new_scalar(v, scale_scalar_tangent(sr[1](a, vb, v)[1], db),
-                                       b.tag)
+                    if db.__class__ is _F64 and db == 0.0:  # NaN-safe
+                        return _new_scalar(v, _ZERO, b.tag)
+                    g = sr[1](a, vb, v)[1]
+                    return _new_scalar(v, _ZERO if g is None else g * db, b.tag)
         lean = rec.lean
         if lean is not None:
             r = lean(a, b)

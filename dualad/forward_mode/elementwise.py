@@ -30,7 +30,6 @@ from ..derivatives.kinds import (
     CONSTANT_KINDS,
     FRESH_KINDS,
     rule_kinds,
-    scale_tangent,
     tangent_term,
 )
 from ..derivatives.registry import (
@@ -77,8 +76,9 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     name = rule.name
     kernels = dual_kernels.register(rule)
 
-    unary = len(kinds) == 1
-    kind0 = kinds[0]
+    # the lean path of a unary rule with a derivative (the other kinds refuse or raise)
+    lean = lean_unary(rule, kernels) if len(kinds) == 1 and kinds[0] in CONSTANT_KINDS \
+        and kinds[0] != "none" or kinds == ("expr",) else None
 
     def partials_of(parts: list, values: list, y: Any) -> Any:
         ds: Any = derivatives(*values, y) if need else None
@@ -114,25 +114,10 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
         return acc if fresh else _fresh(acc)
 
     def impl(args: tuple, kwargs: dict) -> Any:
-        if unary and not kwargs:
-            x = args[0]
-            p = x._p if type(x) is Dual else None
-            if type(p) is np.ndarray:  # one Dual with plain partials: the common case
-                v = x.value
-                out = kernels.unary(v, p, x.tag)
-                if out is not None:
-                    return out
-                if quiet:
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        y = f(v)
-                        if kind0 == "expr":
-                            return Dual._make(y, scale_tangent(p, derivatives(v, y)[0]),
-                                              x.tag)
-                else:
-                    y = f(v)
-                    if kind0 == "expr":
-                        return Dual._make(y, scale_tangent(p, derivatives(v, y)[0]), x.tag)
-                return Dual._make(y, partials_of([(v, p)], [v], y), x.tag)
+        if lean is not None and not kwargs and type(args[0]) is Dual:
+            out = lean(args[0])  # one Dual with plain value and partials: the common case
+            if out is not None:
+                return out
         tag, parts = tangent_parts(args)
         if tag is None:
             return f(*args, **kwargs)
