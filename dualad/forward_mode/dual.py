@@ -55,6 +55,7 @@ __all__ = [
     "zero_partials",
     "FastPath",
     "active_fast_path",
+    "new_dual",
     "register_fast_ufunc",
     "register_fast_function",
     "register_scalar_ufunc",
@@ -252,6 +253,21 @@ def register_tangent_fallback(fallback: Any) -> None:
         _TANGENT_FALLBACKS.append(fallback)
 
 
+def new_dual(value: Any, partials: Any, tag: Tag, d: Any = None) -> Dual:
+    """A Dual made without checks (rules): ``partials`` of shape ``value.shape + (k,)``, or
+    ``partials=None`` and the scalar derivative ``d`` for a 0-d Dual with one direction."""
+    obj = _new_object(Dual)
+    obj.value = value
+    obj._p = partials
+    obj._d = d
+    obj.tag = tag
+    obj.level = tag.level
+    return obj
+
+
+_new_object = object.__new__
+
+
 class Dual(Traced, NumpyOverloads):
     """A value with ``k`` tangent directions: ``Dual(value, partials, tag=None)``.
 
@@ -293,27 +309,9 @@ class Dual(Traced, NumpyOverloads):
         self.tag = tag
         self.level = tag.level
 
-    # -- construction without checks (rules) ---------------------------------------
-    @classmethod
-    def _make(cls, value: Any, partials: Any, tag: Tag) -> Dual:
-        obj = object.__new__(cls)
-        obj.value = value
-        obj._p = partials
-        obj._d = None
-        obj.tag = tag
-        obj.level = tag.level
-        return obj
-
-    @classmethod
-    def _scalar(cls, value: Any, d: Any, tag: Tag) -> Dual:
-        """A 0-d Dual with one direction whose derivative ``d`` is kept as a scalar."""
-        obj = object.__new__(cls)
-        obj.value = value
-        obj._p = None
-        obj._d = d
-        obj.tag = tag
-        obj.level = tag.level
-        return obj
+    # -- construction without checks (rules): see new_dual ---------------------------
+    _make = staticmethod(new_dual)
+    _scalar = staticmethod(lambda value, d, tag: new_dual(value, None, tag, d))
 
     # -- attributes ------------------------------------------------------------------
     @property
@@ -517,15 +515,6 @@ _GETITEM = operator.getitem
 _PLAIN_KEYS = frozenset((slice, int, type(Ellipsis), type(None)))
 
 
-def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
-    """A 0-d Dual with one direction kept as the scalar ``d`` (no partials array)."""
-    obj = _new(Dual)
-    obj.value = value
-    obj._p = None
-    obj._d = d
-    obj.tag = tag
-    obj.level = tag.level
-    return obj
 
 
 _GETITEM_PATH = active_fast_path(_GETITEM)
@@ -543,9 +532,9 @@ def _unary_entry(ufunc: Any, x: Dual) -> Any:
                 v = x.value
                 y = sr[0](v)
                 if d.__class__ is _F64 and d == 0.0:  # NaN-safe: a zero tangent stays zero
-                    return _new_scalar(y, _ZERO, x.tag)
+                    return new_dual(y, None, x.tag, _ZERO)
                 g = sr[1](v, y)[0]
-                return _new_scalar(y, _ZERO if g is None else g * d, x.tag)
+                return new_dual(y, None, x.tag, _ZERO if g is None else g * d)
         lean = rec.lean
         if lean is not None:
             r = lean(x)
@@ -578,24 +567,24 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
                             va, vb = a.value, b.value
                             v = sr[0](va, vb)
                             ga, gb = sr[1](va, vb, v)
-                            return _new_scalar(v, scale_scalar_tangent(ga, da)
-                                               + scale_scalar_tangent(gb, db), a.tag)
+                            return new_dual(v, None, a.tag, scale_scalar_tangent(ga, da)
+                                               + scale_scalar_tangent(gb, db))
                     elif tb in _PLAIN_SCALARS:
                         va = a.value
                         v = sr[0](va, b)
                         if da.__class__ is _F64 and da == 0.0:  # NaN-safe
-                            return _new_scalar(v, _ZERO, a.tag)
+                            return new_dual(v, None, a.tag, _ZERO)
                         g = sr[1](va, b, v)[0]
-                        return _new_scalar(v, _ZERO if g is None else g * da, a.tag)
+                        return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
             elif tb is Dual and ta in _PLAIN_SCALARS:
                 db = b._d
                 if db is not None:
                     vb = b.value
                     v = sr[0](a, vb)
                     if db.__class__ is _F64 and db == 0.0:  # NaN-safe
-                        return _new_scalar(v, _ZERO, b.tag)
+                        return new_dual(v, None, b.tag, _ZERO)
                     g = sr[1](a, vb, v)[1]
-                    return _new_scalar(v, _ZERO if g is None else g * db, b.tag)
+                    return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
         lean = rec.lean
         if lean is not None:
             r = lean(a, b)

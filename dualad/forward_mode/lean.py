@@ -38,6 +38,7 @@ from ..derivatives.kinds import (
 )
 from . import kernels as dual_kernels
 from .dual import Dual
+from .dual import new_dual as _make
 
 __all__ = ["lean_unary", "lean_binary", "CONSTANT_TYPES"]
 
@@ -47,19 +48,6 @@ CONSTANT_TYPES = frozenset((float, int, np.float64))
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
 _F64_SCALAR = np.float64
-_new = object.__new__
-
-
-def _make(value: Any, partials: Any, tag: Any) -> Dual:
-    obj = _new(Dual)
-    obj.value = value
-    obj._p = partials
-    obj._d = None
-    obj.tag = tag
-    obj.level = tag.level
-    return obj
-
-
 def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None:
     """The kernel's result for a float64 array and its partials, or None when it does not pay."""
     if not dual_kernels.ENABLED or not rk.available or v.dtype is not _F64 \

@@ -298,21 +298,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                     else:
                         grads[key] = _accumulate(prev, r)
                 else:  # a list or tuple holding nodes
-                    for j, (a, rj) in enumerate(zip(arg, r)):
-                        if isinstance(a, AbstractNode) and a.level == level and rj is not None:
-                            _check_shape(op, i, rj, values[i][j])
-                            if _complex_for_real(rj, values[i][j]):
-                                rj = np.real(rj)
-                            key = id(a)
-                            prev = get(key)
-                            if prev is None:
-                                grads[key] = rj
-                                if isinstance(a, CachedNode):
-                                    heappush(heap, (-a.seq, key, a))
-                                else:
-                                    reached[key] = a
-                            else:
-                                grads[key] = _accumulate(prev, rj)
+                    _send_to_items(op, i, arg, r, values[i], level, grads, heap, reached)
     finally:
         _NEEDS.value = None
     leaf_grads: dict[int, Any] = {}
@@ -323,6 +309,26 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             if leaves is not None:
                 leaves[key] = node
     return leaf_grads
+
+
+def _send_to_items(op: Any, i: int, arg: Any, r: Any, values: Any, level: int, grads: dict,
+                   heap: list, reached: dict) -> None:
+    """Pass the gradients ``r`` of a list or tuple argument ``arg`` on to its nodes."""
+    for j, (a, rj) in enumerate(zip(arg, r)):
+        if isinstance(a, AbstractNode) and a.level == level and rj is not None:
+            _check_shape(op, i, rj, values[j])
+            if _complex_for_real(rj, values[j]):
+                rj = np.real(rj)
+            key = id(a)
+            prev = grads.get(key)
+            if prev is not None:
+                grads[key] = _accumulate(prev, rj)
+                continue
+            grads[key] = rj
+            if isinstance(a, CachedNode):
+                heappush(heap, (-a.seq, key, a))
+            else:
+                reached[key] = a
 
 
 @backward.dispatch(builtin=True)

@@ -28,16 +28,6 @@ BINARY = [np.add, np.subtract, np.multiply, np.divide, np.power, np.maximum, np.
 SHAPES = [(), (1,), (4,), (2, 3)]
 
 
-@pytest.fixture
-def general_only(monkeypatch):
-    """Forward mode with every fast path table emptied: the general (dispatch) path only."""
-    monkeypatch.setattr(dual_module, "_REGISTERED", {})
-    dual_module._mark_stale()
-    yield
-    monkeypatch.undo()
-    dual_module._mark_stale()
-
-
 def _dual(rng, shape, k, tag, low=0.2, high=0.9):
     v = rng.uniform(low, high, shape)
     value = np.float64(v) if shape == () else v

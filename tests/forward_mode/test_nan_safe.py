@@ -10,7 +10,6 @@ from dualad.derivatives.kinds import scale_scalar_tangent, scale_tangent
 from dualad.derivatives.language import kernel_module_source
 from dualad.derivatives.registry import get_rule
 from dualad.diagnostics.gradcheck import numerical_jacobian
-from dualad.forward_mode import dual as dual_module
 from dualad.forward_mode import kernels as dual_kernels
 from dualad.forward_mode.dual import Dual, Tag
 
@@ -20,16 +19,6 @@ WANT = np.array([np.inf, 0.5, 0.25])
 
 def _sum_sqrt(x):
     return np.sum(np.sqrt(x))
-
-
-@pytest.fixture
-def general_only(monkeypatch):
-    """Forward mode with every fast path record emptied: the general (dispatch) path only."""
-    monkeypatch.setattr(dual_module, "_REGISTERED", {})
-    dual_module._mark_stale()
-    yield
-    monkeypatch.undo()
-    dual_module._mark_stale()
 
 
 def test_issue_example_both_modes():
