@@ -226,8 +226,8 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
     resolved = gradient._resolved
     try:
         while heap:
-            node = heappop(heap)[2]
-            g = pop(id(node), None)
+            _, key, node = heappop(heap)
+            g = pop(key, None)
             if g is None:
                 continue
             level = node.level
@@ -237,7 +237,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             needed = False
             for a in args:
                 if isinstance(a, AbstractNode) and a.level == level:
-                    values.append(a._primal())
+                    values.append(a.output if type(a) is CachedNode else a._primal())
                     needs.append(True)
                     needed = True
                 elif type(a) in _SEQUENCES:
@@ -254,7 +254,9 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                 continue
             op = node.op
             output = node.output
-            if type(output) in _SEQUENCES or isinstance(output, tuple):
+            to = type(output)
+            if to is not _F64 and to is not _ND and (to in _SEQUENCES
+                                                     or isinstance(output, tuple)):
                 g = _with_zeros(g, output)
             _NEEDS.value = needs
             if kwargs:

@@ -116,19 +116,29 @@ def _fit(r: Any, a: Any) -> Any:
     return r if shape_of(r) == shape else unbroadcast(r, shape)
 
 
+def _side(kind: str, term: Any) -> Callable[[Any, Any, Any], Any]:
+    """``side(grad, d, a)``: one argument's gradient for a derivative of ``kind``, summed
+    down to the argument's shape."""
+    if term is None:  # zero
+        return lambda grad, d, a: np.zeros(shape_of(a))
+    if kind == "expr":
+        def side(grad: Any, d: Any, a: Any) -> Any:
+            r = grad * d
+            if type(r) is _F64 and (type(a) is _F64 or type(a) is float):
+                return r
+            return _fit(r, a)
+        return side
+    return lambda grad, d, a: _fit(term(grad, d), a)
+
+
 def _binary_gradient(rule: ElementwiseRule, kinds: tuple, terms: tuple,
                      masked: MaskedDerivatives, quiet: bool) -> Callable[..., tuple]:
     """The gradient method of a two-argument rule with a derivative for both arguments,
     specialised to which arguments the reverse pass needs (a constant's is not computed)."""
-    term_a, term_b = terms
+    side_a, side_b = _side(kinds[0], terms[0]), _side(kinds[1], terms[1])
     need_a, need_b = kinds[0] == "expr", kinds[1] == "expr"
     both, first, second = masked.get((True, True)), masked.get((True, False)), \
         masked.get((False, True))
-
-    def part(term: Any, kind: str, grad: Any, d: Any, a: Any) -> Any:
-        if term is None:  # zero
-            return np.zeros(shape_of(a))
-        return _fit(term(grad, d), a)
 
     def body(grad: Any, output: Any, a: Any, b: Any) -> tuple:
         needed = getattr(_NEEDS_STATE, "value", None)
@@ -137,13 +147,11 @@ def _binary_gradient(rule: ElementwiseRule, kinds: tuple, terms: tuple,
                 da, db = both(a, b, output)
             else:
                 da = db = None
-            return (part(term_a, kinds[0], grad, da, a), part(term_b, kinds[1], grad, db, b))
+            return (side_a(grad, da, a), side_b(grad, db, b))
         if needed[0]:
-            da = first(a, b, output)[0] if need_a else None
-            return (part(term_a, kinds[0], grad, da, a), None)
+            return (side_a(grad, first(a, b, output)[0] if need_a else None, a), None)
         if needed[1]:
-            db = second(a, b, output)[1] if need_b else None
-            return (None, part(term_b, kinds[1], grad, db, b))
+            return (None, side_b(grad, second(a, b, output)[1] if need_b else None, b))
         return (None, None)
 
     if quiet:
