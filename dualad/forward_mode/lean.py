@@ -155,6 +155,7 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
         and _is_linear_combination(rule, ka, kb)
     same_sign = ka == "one"
     threshold = rk.threshold  # least partials entries for the fused kernel
+    scalar = rule.scalar_value
 
     def fused(av: Any, ap: Any, bv: Any, bp: Any, tag: Any, mask: tuple) -> Dual | None:
         # operands: float64 arrays of one shape (or a number), partials float64 arrays
@@ -273,7 +274,9 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(av, bv)
                 return _make(y, partials(av, ap, bv, bp, y, mask), tag)
-        y = f(av, bv)
+        # two numbers: the table's Python operator where it gives numpy's IEEE result
+        y = f(av, bv) if scalar is None or type(av) is _ND or type(bv) is _ND \
+            else scalar(av, bv)
         return _make(y, partials(av, ap, bv, bp, y, mask), tag)
 
     impl.__name__ = f"lean_{rule.name}"
