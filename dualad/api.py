@@ -64,11 +64,12 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = normalize_argnums(argnums, len(args), fname)
-        if not holomorphic and _complex_leaves(args, nums):
-            options = {"mode": mode, "chunk": chunk, "has_aux": has_aux}
-            return _jacobian_of_complex_inputs(f, argnums, args, kwargs, nums, single, options,
-                                               fname)
-        check_complex_inputs(args, nums, holomorphic, fname)
+        if holomorphic or not _plain_real(args, nums):  # trees, complex or traced inputs
+            if not holomorphic and _complex_leaves(args, nums):
+                options = {"mode": mode, "chunk": chunk, "has_aux": has_aux}
+                return _jacobian_of_complex_inputs(f, argnums, args, kwargs, nums, single,
+                                                   options, fname)
+            check_complex_inputs(args, nums, holomorphic, fname)
         call = AuxOutput(guarded, fname) if has_aux else guarded
         chosen = "reverse" if holomorphic else mode
         if chosen == "auto":
@@ -85,6 +86,17 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
                               "mode": mode, "chunk": chunk, "has_aux": has_aux,
                               "holomorphic": holomorphic, **o}),
                           mode=mode, chunk=chunk, has_aux=has_aux, holomorphic=holomorphic)
+
+
+def _plain_real(args: tuple, nums: tuple[int, ...]) -> bool:
+    """Whether every differentiated argument is one float64 array or a float (the common
+    case: no tree to flatten, nothing complex)."""
+    for i in nums:
+        x = args[i]
+        t = type(x)
+        if not (t is np.ndarray and x.dtype == np.float64 or t is float or t is np.float64):
+            return False
+    return True
 
 
 def _complex_leaves(args: tuple, nums: tuple[int, ...]) -> bool:

@@ -86,6 +86,9 @@ def lift_object_array(x: Any) -> Any:
     return np.reshape(np.stack(items), x.shape + tuple(np.shape(items[0])))
 
 
+# ufunc -> the operator of its calls (Broadcasted, or Method for a gufunc).
+_CALL_OPERATORS: dict[Any, Any] = {}
+
 # ufunc method name ("at", "reduce", ...) -> (handler(ufunc, inputs, kwargs), first)
 _UFUNC_METHODS: dict[str, tuple[Any, bool]] = {}
 
@@ -149,10 +152,14 @@ class NumpyOverloads:
 
     # numpy protocols -------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        _refuse_out(ufunc.__name__, kwargs)
-        kwargs.pop("out", None)
+        if kwargs:
+            _refuse_out(ufunc.__name__, kwargs)
+            kwargs.pop("out", None)
         if method == "__call__":
-            op = Broadcasted.instance(ufunc) if ufunc.signature is None else Method.instance(ufunc)
+            op = _CALL_OPERATORS.get(ufunc)
+            if op is None:
+                op = _CALL_OPERATORS[ufunc] = Broadcasted.instance(ufunc) \
+                    if ufunc.signature is None else Method.instance(ufunc)
             return apply_operator(op, inputs, kwargs)
         op = Method.instance(getattr(ufunc, method))
         handler = _UFUNC_METHODS.get(method)

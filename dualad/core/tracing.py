@@ -232,8 +232,31 @@ def normalize_arguments(args: tuple) -> tuple | None:
     return tuple(out)
 
 
+# Argument types that need no normalising and are not traced (the protocol entry's fast scan).
+_CONSTANT_TYPES = frozenset((float, int, bool, complex, np.float64, np.complex128,
+                             type(None)))
+
+
 def apply_operator(op: Operator, args: tuple, kwargs: dict) -> Any:
     """Apply ``op`` to ``args``, recording or propagating tangents for the innermost level."""
+    if not kwargs:  # the common case in one pass: traced values, arrays and numbers
+        top = None
+        for a in args:
+            t = type(a)
+            if t is np.ndarray:
+                if a.dtype.hasobject:
+                    break
+            elif t in _CONSTANT_TYPES:
+                continue
+            elif isinstance(a, Traced):
+                if top is None or a.level > top.level:
+                    top = a
+            else:  # lists, foreign arrays: the general path below
+                break
+        else:
+            if top is None:
+                return forward(op, *args)
+            return type(top)._apply(op, args, kwargs, top.level)
     normalized = normalize_arguments(args)
     if normalized is not None:
         args = normalized

@@ -666,12 +666,14 @@ def kernel_module_source(
         out += [f"        {OUTPUT_NAME} = np.{numpy_name}({args})", f"        _out[_i] = {OUTPUT_NAME}"]
         out += temps
         terms = []
+        reads = []
         for a, m in enumerate(mask):
             if m and not derivs[a].is_zero:
                 out.append(f"        _d{a} = {exprs[a]}")
-                terms.append(f"_d{a} * _p{a}[_i, _j]")
-        out += [
-            "        for _j in range(_outp.shape[1]):",
+                reads.append(f"            _t{a} = _p{a}[_i, _j]")
+                # NaN-safe: a zero tangent entry contributes zero, even times inf or NaN
+                terms.append(f"(_d{a} * _t{a} if _t{a} != 0.0 else 0.0)")
+        out += ["        for _j in range(_outp.shape[1]):"] + reads + [
             f"            _outp[_i, _j] = {' + '.join(terms) or '0.0'}",
         ]
     if len(arg_names) == 1:

@@ -41,6 +41,7 @@ from ..core.dispatch import forward, missing_rule_message
 from ..core.errors import MissingRuleError, ShapeError, TagMismatchError
 from ..core.operators import Broadcasted, Method, Operator
 from ..core.tracing import Traced, apply_operator, new_level, normalize_arguments
+from ..derivatives.kinds import scale_scalar_tangent
 
 __all__ = [
     "Dual",
@@ -52,6 +53,9 @@ __all__ = [
     "partials_at",
     "dual_result",
     "zero_partials",
+    "FastPath",
+    "active_fast_path",
+    "new_dual",
     "register_fast_ufunc",
     "register_fast_function",
     "register_scalar_ufunc",
@@ -87,32 +91,68 @@ DEFAULT_TAG = Tag(name="default")
 
 # Plain (untraced) scalars the scalar fast path combines with a scalar Dual.
 _PLAIN_SCALARS = frozenset((float, int, np.float64))
-# Fast paths skip numpy's protocols and plum for the rules dualad registers itself. The
-# registered tables hold every fast implementation; the active ones (used on hot paths) drop
-# a function as soon as someone registers their own forward method for it with Dual
-# arguments, so a user's rule always wins (see _refresh_fast_paths).
-# ufunc -> impl(args, kwargs); elementwise rules (filled by dualad.forward_mode.elementwise).
-_REG_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
-_FAST_UFUNC: dict[Any, Callable[[tuple, dict], Any]] = {}
-# numpy function -> impl(args, kwargs); structured rules (dualad.numpy_rules).
-_REG_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
-_FAST_FUNCTION: dict[Any, Callable[[tuple, dict], Any]] = {}
-# numpy function -> impl(*args, **kwargs), the same impls unpacked (where one was given).
-_REG_DIRECT: dict[Any, Callable[..., Any]] = {}
-_FAST_DIRECT: dict[Any, Callable[..., Any]] = {}
-# ufunc -> (ufunc, derivatives) for scalar Duals with one direction.
-_REG_SCALAR: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
-_SCALAR_UFUNC: dict[Any, tuple[Callable[..., Any], Callable[..., tuple]]] = {}
-# ufunc -> impl(*args) returning the Dual result or None (then the paths above decide);
-# the lean paths of elementwise rules (dualad.forward_mode.lean), by number of inputs.
-_REG_LEAN: dict[Any, Callable[..., Any]] = {}
-_LEAN_UNARY: dict[Any, Callable[[Any], Any]] = {}
-_LEAN_BINARY: dict[Any, Callable[[Any, Any], Any]] = {}
-# ufunc -> [impl or None]: the active lean binary impl, read by the Python operators
-# (None while the tables are stale or when a user's rule replaced the ufunc's).
-_LEAN_CELLS: dict[Any, list] = {}
+_F64 = np.float64
+_ZERO = np.float64(0.0)
+
+
+class FastPath:
+    """The fast paths of one ufunc or numpy function: calls that skip numpy's protocols and
+    plum for the rules dualad registers itself, from the narrowest case to the widest.
+
+    - ``scalar``: ``(value, derivatives)`` for 0-d Duals with one direction and plain
+      numbers: ``value(*args)`` is the result, ``derivatives(*args, y)`` one partial per
+      argument (or ``None``);
+    - ``lean``: ``impl(*inputs)`` for plain numpy operands of one tag and shape; it returns
+      ``None`` for calls it does not handle (the next tier decides);
+    - ``general``: ``impl(args, kwargs)``, the rule's whole tangent for calls whose innermost
+      traced argument is a Dual;
+    - ``unpacked``: ``impl(*args, **kwargs)``, the same as ``general`` without packing
+      (numpy functions).
+
+    Every function has two records: the registered one (what dualad provides) and the active
+    one, read on hot paths; :func:`_refresh_fast_paths` derives the active records in one
+    place, dropping a function as soon as someone registers their own ``forward`` method for
+    it with Dual arguments, so a user's rule always wins. Until then a stale record is
+    empty, and calls take the checking entry, which refreshes.
+    """
+
+    __slots__ = ("scalar", "lean", "general", "unpacked")
+
+    def __init__(self) -> None:
+        self.scalar: tuple[Callable[..., Any], Callable[..., tuple]] | None = None
+        self.lean: Callable[..., Any] | None = None
+        self.general: Callable[[tuple, dict], Any] | None = None
+        self.unpacked: Callable[..., Any] | None = None
+
+    def clear(self) -> None:
+        self.scalar = self.lean = self.general = self.unpacked = None
+
+    def __repr__(self) -> str:
+        tiers = [n for n in self.__slots__ if getattr(self, n) is not None]
+        return f"FastPath({', '.join(tiers) or 'empty'})"
+
+
+# function -> the fast paths dualad registered for it, and the active ones (hot paths).
+_REGISTERED: dict[Any, FastPath] = {}
+_ACTIVE: dict[Any, FastPath] = {}
 # Whether forward gained methods since the active fast paths were derived.
 _STALE = [True]
+
+
+def _registered(f: Any) -> FastPath:
+    rec = _REGISTERED.get(f)
+    if rec is None:
+        rec = _REGISTERED[f] = FastPath()
+    return rec
+
+
+def active_fast_path(f: Any) -> FastPath:
+    """The active :class:`FastPath` record of ``f`` (one object per function, for good:
+    operators hold it, refreshing fills it in place)."""
+    rec = _ACTIVE.get(f)
+    if rec is None:
+        rec = _ACTIVE[f] = FastPath()
+    return rec
 
 
 def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
@@ -121,7 +161,7 @@ def register_fast_ufunc(ufunc: Any, impl: Callable[[tuple, dict], Any]) -> None:
     ``impl`` must be the same computation as the ``forward`` method registered for
     ``Broadcasted[ufunc]``; it sees calls whose innermost traced argument is a Dual.
     """
-    _REG_UFUNC[ufunc] = impl
+    _registered(ufunc).general = impl
     _mark_stale()
 
 
@@ -129,11 +169,9 @@ def register_fast_function(func: Any, impl: Callable[[tuple, dict], Any],
                            direct: Callable[..., Any] | None = None) -> None:
     """As :func:`register_fast_ufunc`, for a numpy function reached via ``__array_function__``;
     ``direct(*args, **kwargs)``, when given, is the same impl called without packing."""
-    _REG_FUNCTION[func] = impl
-    if direct is not None:
-        _REG_DIRECT[func] = direct
-    else:
-        _REG_DIRECT.pop(func, None)
+    rec = _registered(func)
+    rec.general = impl
+    rec.unpacked = direct
     _mark_stale()
 
 
@@ -141,28 +179,28 @@ def register_scalar_ufunc(ufunc: Any, derivatives: Callable[..., tuple],
                           value: Callable[..., Any] | None = None) -> None:
     """Scalar fast path: ``value(*args)`` (default: the ufunc) is the result and
     ``derivatives(*args, y)`` gives one partial per argument (or None)."""
-    _REG_SCALAR[ufunc] = (ufunc if value is None else value, derivatives)
+    _registered(ufunc).scalar = (ufunc if value is None else value, derivatives)
     _mark_stale()
 
 
 def register_lean_ufunc(ufunc: Any, impl: Callable[..., Any]) -> None:
     """Try ``impl(*inputs)`` first for ``ufunc`` on Duals; it returns ``None`` for calls it
     does not handle. It must agree with the ``forward`` method of ``Broadcasted[ufunc]``."""
-    _REG_LEAN[ufunc] = impl
+    _registered(ufunc).lean = impl
     _mark_stale()
 
 
 def _mark_stale() -> None:
     _STALE[0] = True
-    for cell in _LEAN_CELLS.values():  # operators take the checking path until refreshed
-        cell[0] = None
+    for rec in _ACTIVE.values():  # hot paths take the checking entry until refreshed
+        rec.clear()
 
 
 forward.on_change(_mark_stale)
 
 
 def _refresh_fast_paths() -> None:
-    """Re-derive the active fast paths: a function keeps its fast path unless a method that
+    """Re-derive the active fast paths: a function keeps its fast paths unless a method that
     is not dualad's own (a user's rule) takes Dual arguments for it."""
     replaced = set()
     for m in forward.user_methods:  # not .methods: that would resolve every rule
@@ -172,27 +210,17 @@ def _refresh_fast_paths() -> None:
         rest = types[1:] + ((varargs,) if isinstance(varargs, type) else ())
         if types and any(isinstance(t, type) and issubclass(t, Dual) for t in rest):
             replaced.add(getattr(types[0], "f", None))
-    _FAST_UFUNC.clear()
-    _SCALAR_UFUNC.clear()
-    _FAST_FUNCTION.clear()
-    _LEAN_UNARY.clear()
-    _LEAN_BINARY.clear()
-    for uf, impl in _REG_LEAN.items():
-        if uf not in replaced:
-            (_LEAN_UNARY if uf.nin == 1 else _LEAN_BINARY)[uf] = impl
-    for uf, impl in _REG_UFUNC.items():
-        if uf not in replaced:
-            _FAST_UFUNC[uf] = impl
-            if uf in _REG_SCALAR:
-                _SCALAR_UFUNC[uf] = _REG_SCALAR[uf]
-    _FAST_DIRECT.clear()
-    for fn, impl in _REG_FUNCTION.items():
-        if fn not in replaced:
-            _FAST_FUNCTION[fn] = impl
-            if fn in _REG_DIRECT:
-                _FAST_DIRECT[fn] = _REG_DIRECT[fn]
-    for uf, cell in _LEAN_CELLS.items():
-        cell[0] = _LEAN_BINARY.get(uf)
+    for rec in _ACTIVE.values():
+        rec.clear()
+    for f, reg in _REGISTERED.items():
+        if f in replaced:
+            continue
+        rec = active_fast_path(f)
+        rec.lean = reg.lean
+        if reg.general is not None:
+            rec.general = reg.general
+            rec.scalar = reg.scalar
+            rec.unpacked = reg.unpacked
     _STALE[0] = False
 
 
@@ -223,6 +251,21 @@ def register_tangent_fallback(fallback: Any) -> None:
     """Try ``fallback(op, args, kwargs)`` for calls on Duals that have no tangent rule."""
     if fallback not in _TANGENT_FALLBACKS:
         _TANGENT_FALLBACKS.append(fallback)
+
+
+def new_dual(value: Any, partials: Any, tag: Tag, d: Any = None) -> Dual:
+    """A Dual made without checks (rules): ``partials`` of shape ``value.shape + (k,)``, or
+    ``partials=None`` and the scalar derivative ``d`` for a 0-d Dual with one direction."""
+    obj = _new_object(Dual)
+    obj.value = value
+    obj._p = partials
+    obj._d = d
+    obj.tag = tag
+    obj.level = tag.level
+    return obj
+
+
+_new_object = object.__new__
 
 
 class Dual(Traced, NumpyOverloads):
@@ -266,27 +309,9 @@ class Dual(Traced, NumpyOverloads):
         self.tag = tag
         self.level = tag.level
 
-    # -- construction without checks (rules) ---------------------------------------
-    @classmethod
-    def _make(cls, value: Any, partials: Any, tag: Tag) -> Dual:
-        obj = object.__new__(cls)
-        obj.value = value
-        obj._p = partials
-        obj._d = None
-        obj.tag = tag
-        obj.level = tag.level
-        return obj
-
-    @classmethod
-    def _scalar(cls, value: Any, d: Any, tag: Tag) -> Dual:
-        """A 0-d Dual with one direction whose derivative ``d`` is kept as a scalar."""
-        obj = object.__new__(cls)
-        obj.value = value
-        obj._p = None
-        obj._d = d
-        obj.tag = tag
-        obj.level = tag.level
-        return obj
+    # -- construction without checks (rules): see new_dual ---------------------------
+    _make = staticmethod(new_dual)
+    _scalar = staticmethod(lambda value, d, tag: new_dual(value, None, tag, d))
 
     # -- attributes ------------------------------------------------------------------
     @property
@@ -363,20 +388,10 @@ class Dual(Traced, NumpyOverloads):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
-            d = self._d
-            if d is not None and len(inputs) == 1 and not _STALE[0]:  # a scalar, one direction
-                sr = _SCALAR_UFUNC.get(ufunc)
-                if sr is not None:
-                    v = self.value
-                    y = ufunc(v)
-                    dy = sr[1](v, y)[0]
-                    return _new_scalar(y, 0.0 if dy is None else dy * d, self.tag)
-            if len(inputs) == 1 and not _STALE[0]:
-                lean = _LEAN_UNARY.get(ufunc)
-                if lean is not None:
-                    r = lean(self)
-                    if r is not None:
-                        return r
+            if len(inputs) == 1:
+                return _unary_entry(ufunc, self)
+            if len(inputs) == 2:
+                return _binary_entry(ufunc, inputs[0], inputs[1])
             return _call_ufunc(ufunc, inputs)
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
@@ -386,14 +401,10 @@ class Dual(Traced, NumpyOverloads):
         normalized = normalize_arguments(args)
         if normalized is not None:  # foreign arrays, object arrays of traced values
             return apply_operator(Method.instance(func), args, kwargs)
-        impl = _FAST_DIRECT.get(func)
-        if impl is not None:
-            if _dual_is_innermost(args, kwargs):
-                return impl(*args, **kwargs)
-        else:
-            impl = _FAST_FUNCTION.get(func)
-            if impl is not None and _dual_is_innermost(args, kwargs):
-                return impl(args, kwargs)
+        rec = _ACTIVE.get(func)
+        if rec is not None and rec.general is not None and _dual_is_innermost(args, kwargs):
+            impl = rec.unpacked
+            return impl(*args, **kwargs) if impl is not None else rec.general(args, kwargs)
         return NumpyOverloads.__array_function__(self, func, types, args, kwargs)
 
     # -- Python operators: the ufunc's fast path, else its rule (set below) -----------------
@@ -436,9 +447,11 @@ class Dual(Traced, NumpyOverloads):
 
     # -- indexing: the getitem rule's fast path, else its rule ---------------------------
     def __getitem__(self, key: Any) -> Any:
-        if _STALE[0]:
-            _refresh_fast_paths()
-        impl = _FAST_DIRECT.get(_GETITEM)
+        impl = _GETITEM_PATH.unpacked
+        if impl is None:
+            if _STALE[0]:
+                _refresh_fast_paths()
+            impl = _GETITEM_PATH.unpacked
         if impl is not None and (type(key) in _PLAIN_KEYS or _dual_is_innermost((self, key))):
             return impl(self, key)
         return NumpyOverloads.__getitem__(self, key)
@@ -502,55 +515,119 @@ _GETITEM = operator.getitem
 _PLAIN_KEYS = frozenset((slice, int, type(Ellipsis), type(None)))
 
 
-def _new_scalar(value: Any, d: Any, tag: Tag) -> Dual:
-    """A 0-d Dual with one direction kept as the scalar ``d`` (no partials array)."""
-    obj = _new(Dual)
-    obj.value = value
-    obj._p = None
-    obj._d = d
-    obj.tag = tag
-    obj.level = tag.level
-    return obj
 
 
-def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
-    """``ufunc(*inputs)`` with at least one Dual among ``inputs``: fast paths, else dispatch."""
-    if _STALE[0]:
-        _refresh_fast_paths()
-    if len(inputs) == 1:
-        x = inputs[0]
-        if x._d is not None:
-            sr = _SCALAR_UFUNC.get(ufunc)
+_GETITEM_PATH = active_fast_path(_GETITEM)
+
+
+def _unary_entry(ufunc: Any, x: Dual) -> Any:
+    """``ufunc(x)`` for a Dual ``x``: the one entry of forward mode's unary calls (numpy's
+    protocol and ``-x``), through the ufunc's fast paths, else dispatch."""
+    rec = _ACTIVE.get(ufunc)
+    if rec is not None:
+        d = x._d
+        if d is not None:  # a scalar with one direction
+            sr = rec.scalar
             if sr is not None:
                 v = x.value
-                y = ufunc(v)
-                d = sr[1](v, y)[0]
-                return Dual._scalar(y, 0.0 if d is None else d * x._d, x.tag)
-        lean = _LEAN_UNARY.get(ufunc)
+                y = sr[0](v)
+                if d.__class__ is _F64 and d == 0.0:  # NaN-safe: a zero tangent stays zero
+                    return new_dual(y, None, x.tag, _ZERO)
+                g = sr[1](v, y)[0]
+                return new_dual(y, None, x.tag, _ZERO if g is None else g * d)
+        lean = rec.lean
         if lean is not None:
             r = lean(x)
             if r is not None:
                 return r
-        impl = _FAST_UFUNC.get(ufunc)
+        impl = rec.general
+        if impl is not None:
+            return impl((x,), _NO_KWARGS)
+    return _call_ufunc(ufunc, (x,))
+
+
+def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any], Any]:
+    """``entry(a, b)``: ``ufunc(a, b)`` with a Dual among ``a, b`` (``ufunc(b, a)`` when
+    ``reflected``), the one entry of forward mode's binary calls: numpy's protocol and the
+    Python operators (which are these functions). Through the ufunc's fast paths (scalars
+    with one direction, then the lean path), else :func:`_call_ufunc`."""
+    rec = active_fast_path(ufunc)
+
+    def entry(x: Any, y: Any) -> Any:
+        a, b = (y, x) if reflected else (x, y)
+        sr = rec.scalar
+        if sr is not None:
+            ta, tb = type(a), type(b)
+            if ta is Dual:
+                da = a._d
+                if da is not None:
+                    if tb is Dual:
+                        db = b._d
+                        if db is not None and b.tag is a.tag:
+                            va, vb = a.value, b.value
+                            v = sr[0](va, vb)
+                            ga, gb = sr[1](va, vb, v)
+                            return new_dual(v, None, a.tag, scale_scalar_tangent(ga, da)
+                                               + scale_scalar_tangent(gb, db))
+                    elif tb in _PLAIN_SCALARS:
+                        va = a.value
+                        v = sr[0](va, b)
+                        if da.__class__ is _F64 and da == 0.0:  # NaN-safe
+                            return new_dual(v, None, a.tag, _ZERO)
+                        g = sr[1](va, b, v)[0]
+                        return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
+            elif tb is Dual and ta in _PLAIN_SCALARS:
+                db = b._d
+                if db is not None:
+                    vb = b.value
+                    v = sr[0](a, vb)
+                    if db.__class__ is _F64 and db == 0.0:  # NaN-safe
+                        return new_dual(v, None, b.tag, _ZERO)
+                    g = sr[1](a, vb, v)[1]
+                    return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
+        lean = rec.lean
+        if lean is not None:
+            r = lean(a, b)
+            if r is not None:
+                return r
+        return _call_ufunc(ufunc, (a, b))
+
+    entry.__name__ = f"{'r' if reflected else ''}{ufunc.__name__}"
+    return entry
+
+
+# ufunc -> its binary entry (see _binary_entry_for)
+_BINARY_ENTRIES: dict[Any, Callable[[Any, Any], Any]] = {}
+
+
+def _binary_entry(ufunc: Any, a: Any, b: Any) -> Any:
+    """``ufunc(a, b)`` through the ufunc's binary entry."""
+    entry = _BINARY_ENTRIES.get(ufunc)
+    if entry is None:
+        entry = _BINARY_ENTRIES[ufunc] = _binary_entry_for(ufunc)
+    return entry(a, b)
+
+
+def _call_ufunc(ufunc: Any, inputs: tuple) -> Any:
+    """``ufunc(*inputs)`` with at least one Dual among ``inputs`` once the narrow fast paths
+    declined (or the records were stale): refresh, then the rule's general tangent, else
+    dispatch."""
+    if _STALE[0]:
+        _refresh_fast_paths()
+        if len(inputs) == 1:
+            return _unary_entry(ufunc, inputs[0])
+        if len(inputs) == 2:
+            return _binary_entry(ufunc, inputs[0], inputs[1])
+    rec = _ACTIVE.get(ufunc)
+    impl = None if rec is None else rec.general
+    if len(inputs) == 1:
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
     else:
-        if len(inputs) == 2:
-            lean_binary = _LEAN_BINARY.get(ufunc)
-            if lean_binary is not None:
-                r = lean_binary(inputs[0], inputs[1])
-                if r is not None:
-                    return r
         if not _dual_is_innermost(inputs):
             return apply_operator(_operator_of(ufunc), inputs, {})
-        if len(inputs) == 2:
-            r = _scalar_binary(ufunc, inputs[0], inputs[1])
-            if r is not None:
-                return r
         if normalize_arguments(inputs) is not None:  # foreign or object arrays
-            return apply_operator(Broadcasted.instance(ufunc) if ufunc.signature is None
-                                  else Method.instance(ufunc), inputs, {})
-        impl = _FAST_UFUNC.get(ufunc)
+            return apply_operator(_operator_of(ufunc), inputs, {})
         if impl is not None:
             return impl(inputs, _NO_KWARGS)
     return apply_operator(_operator_of(ufunc), inputs, {})
@@ -561,37 +638,6 @@ def _operator_of(ufunc: Any) -> Operator:
 
 
 _NO_KWARGS: dict = {}
-
-
-def _scalar_binary(ufunc: Any, a: Any, b: Any) -> Dual | None:
-    """``ufunc(a, b)`` for scalars with one direction (or plain numbers), else ``None``."""
-    ta, tb = type(a), type(b)
-    if ta is Dual:
-        if a._d is None:
-            return None
-        tag = a.tag
-        if tb is Dual:
-            if b._d is None or b.tag is not tag:
-                return None
-        elif tb not in _PLAIN_SCALARS:
-            return None
-    elif ta in _PLAIN_SCALARS and tb is Dual and b._d is not None:
-        tag = b.tag
-    else:
-        return None
-    sr = _SCALAR_UFUNC.get(ufunc)
-    if sr is None:
-        return None
-    va = a.value if ta is Dual else a
-    vb = b.value if tb is Dual else b
-    y = sr[0](va, vb)
-    da, db = sr[1](va, vb, y)
-    d: Any = 0.0
-    if ta is Dual and da is not None:
-        d = da * a._d
-    if tb is Dual and db is not None:
-        d = d + db * b._d
-    return _new_scalar(y, d, tag)
 
 
 def _strip_tag(x: Any, tag: Tag | None) -> Any:
@@ -799,47 +845,7 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
     return out
 
 
-def _operator(ufunc: Any, reflected: bool) -> Callable[[Any, Any], Any]:
-    # A scalar with one direction and a plain number: the rule's scalar path inline (the
-    # hot path of derivative(f) on scalar code); then the lean path (it returns None for
-    # calls it does not handle); else the rest.
-    cell = _LEAN_CELLS.setdefault(ufunc, [None])
-    if reflected:
-        def method(self: Any, other: Any) -> Any:
-            d = self._d
-            if d is not None and type(other) in _PLAIN_SCALARS and not _STALE[0]:
-                sr = _SCALAR_UFUNC.get(ufunc)
-                if sr is not None:
-                    v = self.value
-                    y = sr[0](other, v)
-                    db = sr[1](other, v, y)[1]
-                    return _new_scalar(y, 0.0 if db is None else db * d, self.tag)
-            lean = cell[0]
-            if lean is not None:
-                r = lean(other, self)
-                if r is not None:
-                    return r
-            return _call_ufunc(ufunc, (other, self))
-    else:
-        def method(self: Any, other: Any) -> Any:
-            d = self._d
-            if d is not None and type(other) in _PLAIN_SCALARS and not _STALE[0]:
-                sr = _SCALAR_UFUNC.get(ufunc)
-                if sr is not None:
-                    v = self.value
-                    y = sr[0](v, other)
-                    da = sr[1](v, other, y)[0]
-                    return _new_scalar(y, 0.0 if da is None else da * d, self.tag)
-            lean = cell[0]
-            if lean is not None:
-                r = lean(self, other)
-                if r is not None:
-                    return r
-            return _call_ufunc(ufunc, (self, other))
-    return method
-
-
 for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
-    setattr(Dual, _name, _operator(_ufunc, _reflected))
-Dual.__neg__ = lambda self: _call_ufunc(np.negative, (self,))  # type: ignore[method-assign]
+    setattr(Dual, _name, _binary_entry_for(_ufunc, _reflected))
+Dual.__neg__ = lambda self: _unary_entry(np.negative, self)  # type: ignore[method-assign]
 del _name, _ufunc, _reflected

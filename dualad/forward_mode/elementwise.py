@@ -26,8 +26,13 @@ import numpy as np
 from ..core.array_protocol import shape_of
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted
+from ..derivatives.kinds import (
+    CONSTANT_KINDS,
+    FRESH_KINDS,
+    rule_kinds,
+    tangent_term,
+)
 from ..derivatives.registry import (
-    derivative_kind,
     get_rule,
     not_differentiable_message,
     on_rule_registered,
@@ -52,18 +57,6 @@ from .lean import lean_binary, lean_unary
 __all__ = ["elementwise_tangent", "table_tangent", "register_rule_forward", "define_value_rule"]
 
 
-def _column(d: Any) -> Any:
-    """A derivative shaped to multiply partials (``S + (1,)``), scalars unchanged."""
-    if type(d) is float or type(d) is int or type(d) is np.float64:
-        return d
-    if isinstance(d, np.ndarray):
-        return d if d.ndim == 0 else d[..., None]
-    shape = shape_of(d)
-    if not shape:
-        return d
-    return np.reshape(d, shape + (1,))
-
-
 def _fresh(p: Any) -> Any:
     """A copy of partials passed through unchanged (results never alias their inputs)."""
     if type(p) is np.ndarray:
@@ -75,45 +68,42 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
     """``impl(args, kwargs)``: the Dual result of ``rule.function(*args, **kwargs)``."""
     f = rule.function
     derivatives = rule.derivatives
-    kinds = tuple(derivative_kind(d) for d in rule.expressions)
+    kinds = rule_kinds(rule)
+    terms = tuple(tangent_term(k) for k in kinds)
+    refused = tuple(k == "refuse" for k in kinds)
     need = "expr" in kinds
     quiet = rule.may_warn
     name = rule.name
     kernels = dual_kernels.register(rule)
 
-    unary = len(kinds) == 1
-    kind0 = kinds[0]
+    # the lean path of a unary rule with a derivative (the other kinds refuse or raise)
+    lean = lean_unary(rule, kernels) if len(kinds) == 1 and kinds[0] in CONSTANT_KINDS \
+        and kinds[0] != "none" or kinds == ("expr",) else None
 
     def partials_of(parts: list, values: list, y: Any) -> Any:
         ds: Any = derivatives(*values, y) if need else None
         acc: Any = None
-        single = True
+        fresh = False
         k = 0
         for i, (_v, p) in enumerate(parts):
             if p is None:
                 continue
             k = shape_of(p)[-1]
-            kind = kinds[i]
-            if kind == "one":
-                term = p
-            elif kind == "minus_one":
-                term = -p
-                single = False
-            elif kind == "expr":
-                d = ds[i]
-                if d is None:
-                    continue
-                term = p * _column(d)
-                single = False
-            elif kind == "refuse":
-                raise MissingRuleError(not_differentiable_message(rule, i))
-            else:
+            term = terms[i]
+            if term is None:
+                if refused[i]:
+                    raise MissingRuleError(not_differentiable_message(rule, i))
                 continue
+            d = ds[i] if need else None
+            if d is None and kinds[i] == "expr":
+                continue
+            t = term(p, d)
             if acc is None:
-                acc = term
+                acc = t
+                fresh = kinds[i] in FRESH_KINDS
             else:
-                acc = acc + term
-                single = False
+                acc = acc + t
+                fresh = True
         target = shape_of(y) + (k,)
         if acc is None:
             return np.zeros(target)
@@ -121,27 +111,13 @@ def elementwise_tangent(rule: Any) -> Callable[[tuple, dict], Any]:
             if type(acc) is np.ndarray:
                 return np.broadcast_to(acc, target).copy()
             return acc + np.zeros(target)
-        return _fresh(acc) if single else acc
+        return acc if fresh else _fresh(acc)
 
     def impl(args: tuple, kwargs: dict) -> Any:
-        if unary and not kwargs:
-            x = args[0]
-            p = x._p if type(x) is Dual else None
-            if type(p) is np.ndarray:  # one Dual with plain partials: the common case
-                v = x.value
-                out = kernels.unary(v, p, x.tag)
-                if out is not None:
-                    return out
-                if quiet:
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        y = f(v)
-                        if kind0 == "expr":
-                            return Dual._make(y, p * _column(derivatives(v, y)[0]), x.tag)
-                else:
-                    y = f(v)
-                    if kind0 == "expr":
-                        return Dual._make(y, p * _column(derivatives(v, y)[0]), x.tag)
-                return Dual._make(y, partials_of([(v, p)], [v], y), x.tag)
+        if lean is not None and not kwargs and type(args[0]) is Dual:
+            out = lean(args[0])  # one Dual with plain value and partials: the common case
+            if out is not None:
+                return out
         tag, parts = tangent_parts(args)
         if tag is None:
             return f(*args, **kwargs)
@@ -195,14 +171,11 @@ def table_tangent(f: Any) -> Callable[..., Any]:
     return tangent
 
 
-_CONSTANT_KINDS = {"one": 1.0, "minus_one": -1.0, "zero": 0.0, "none": None}
-
-
 def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
     derivatives = rule.derivatives
-    kinds = [derivative_kind(d) for d in rule.expressions]
-    if all(k in _CONSTANT_KINDS for k in kinds):  # no expression to evaluate (add, ...)
-        constants = tuple(_CONSTANT_KINDS[k] for k in kinds)
+    kinds = rule_kinds(rule)
+    if all(k in CONSTANT_KINDS for k in kinds):  # no expression to evaluate (add, ...)
+        constants = tuple(CONSTANT_KINDS[k] for k in kinds)
 
         def constant(*args: Any) -> tuple:
             return constants
@@ -221,7 +194,8 @@ def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
 def register_rule_forward(rule: Any) -> None:
     """Register the tangent rule of one ``ElementwiseRule`` (the generator's hook)."""
     impl = elementwise_tangent(rule)
-    undefined = [i for i, d in enumerate(rule.expressions) if derivative_kind(d) == "none"]
+    kinds = rule_kinds(rule)
+    undefined = [i for i, kind in enumerate(kinds) if kind == "none"]
     if undefined:
         impl = _refusing_undefined(rule, impl, undefined)
 
@@ -235,7 +209,7 @@ def register_rule_forward(rule: Any) -> None:
         register_forward(op_type, types, method)
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
-        if not undefined and all(derivative_kind(d) != "refuse" for d in rule.expressions):
+        if not undefined and "refuse" not in kinds:
             register_scalar_ufunc(rule.function, _scalar_derivatives(rule),
                                   value=rule.scalar_value)
             nin = len(rule.arg_names)

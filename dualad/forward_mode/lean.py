@@ -28,10 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from ..derivatives.language import compile_derivatives
-from ..derivatives.registry import derivative_kind
+from ..derivatives.kinds import (
+    FRESH_KINDS,
+    MaskedDerivatives,
+    fresh_tangent_term,
+    rule_kinds,
+    scale_tangent,
+    tangent_term,
+)
 from . import kernels as dual_kernels
 from .dual import Dual
+from .dual import new_dual as _make
 
 __all__ = ["lean_unary", "lean_binary", "CONSTANT_TYPES"]
 
@@ -41,53 +48,6 @@ CONSTANT_TYPES = frozenset((float, int, np.float64))
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
 _F64_SCALAR = np.float64
-_new = object.__new__
-
-
-def _make(value: Any, partials: Any, tag: Any) -> Dual:
-    obj = _new(Dual)
-    obj.value = value
-    obj._p = partials
-    obj._d = None
-    obj.tag = tag
-    obj.level = tag.level
-    return obj
-
-
-def _column(d: Any) -> Any:
-    """A derivative shaped to multiply partials (``S + (1,)``), scalars unchanged."""
-    if type(d) is _ND:
-        return d if d.ndim == 0 else d[..., None]
-    if type(d) is float or type(d) is int or type(d) is _F64_SCALAR:
-        return d
-    shape = np.shape(d)
-    return d if not shape else np.reshape(d, shape + (1,))
-
-
-class _Derivatives:
-    """``derivatives(*args, y)`` of a rule, compiled per set of operands with partials
-    (a derivative nobody needs is not computed); built on first use."""
-
-    __slots__ = ("rule", "_by_mask")
-
-    def __init__(self, rule: Any) -> None:
-        self.rule = rule
-        self._by_mask: dict[tuple[bool, ...], Callable[..., tuple]] = {}
-
-    def get(self, mask: tuple[bool, ...]) -> Callable[..., tuple]:
-        fn = self._by_mask.get(mask)
-        if fn is None:
-            rule = self.rule
-            if all(mask):
-                fn = rule.derivatives
-            else:
-                exprs = [e if m else None for e, m in zip(rule.expressions, mask)]
-                fn = compile_derivatives(rule.arg_names, exprs, name=rule.name,
-                                         table=rule.source)
-            self._by_mask[mask] = fn
-        return fn
-
-
 def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None:
     """The kernel's result for a float64 array and its partials, or None when it does not pay."""
     if not dual_kernels.ENABLED or not rk.available or v.dtype is not _F64 \
@@ -112,7 +72,6 @@ def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None
 
 
 _MASK1 = (True,)
-_LINEAR = ("one", "minus_one")
 _BOTH = (True, True)
 _FIRST = (True, False)
 _SECOND = (False, True)
@@ -135,7 +94,7 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
     """``impl(x)``: ``rule.function(x)`` for a Dual ``x`` with plain numpy value and
     partials, or ``None`` for any other argument (the general path then decides)."""
     f = rule.function
-    kind = derivative_kind(rule.expressions[0])
+    (kind,) = rule_kinds(rule)
     if rk is None:
         rk = dual_kernels.RuleKernels(rule)
     derivatives = rule.derivatives
@@ -159,11 +118,11 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(v)
                 if kind == "expr":
-                    return _make(y, p * _column(derivatives(v, y)[0]), x.tag)
+                    return _make(y, scale_tangent(p, derivatives(v, y)[0]), x.tag)
         else:
             y = f(v)
             if kind == "expr":
-                return _make(y, p * _column(derivatives(v, y)[0]), x.tag)
+                return _make(y, scale_tangent(p, derivatives(v, y)[0]), x.tag)
         if kind == "one":
             dp = p.copy()
         elif kind == "minus_one":
@@ -181,10 +140,12 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
     numpy values and partials of one shape, or one is such a Dual and the other a number or
     a plain array of the Dual's shape; ``None`` otherwise (the general path then decides)."""
     f = rule.function
-    ka, kb = (derivative_kind(e) for e in rule.expressions)
+    ka, kb = rule_kinds(rule)
+    term_a, term_b = tangent_term(ka), tangent_term(kb)
+    single_a, single_b = fresh_tangent_term(ka), fresh_tangent_term(kb)
     if rk is None:
         rk = dual_kernels.RuleKernels(rule)
-    derivs = _Derivatives(rule)
+    derivs = MaskedDerivatives(rule)
     quiet = rule.may_warn
     need = "expr" in (ka, kb)
     const_types = CONSTANT_TYPES
@@ -194,6 +155,7 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
         and _is_linear_combination(rule, ka, kb)
     same_sign = ka == "one"
     threshold = rk.threshold  # least partials entries for the fused kernel
+    scalar = rule.scalar_value
 
     def fused(av: Any, ap: Any, bv: Any, bp: Any, tag: Any, mask: tuple) -> Dual | None:
         # operands: float64 arrays of one shape (or a number), partials float64 arrays
@@ -242,35 +204,23 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
             kern(av, ap, bv, bp, o, op)
         return _make(out, outp, tag)
 
-    def single(kind: str, p: Any, d: Any) -> Any:
-        if kind == "one":
-            return p.copy()  # results never alias their operands
-        if kind == "minus_one":
-            return -p
-        if kind == "expr":
-            return p * _column(d)
-        return np.zeros(p.shape)
-
     def partials(av: Any, ap: Any, bv: Any, bp: Any, y: Any, mask: tuple) -> Any:
         da = db = None
         if need:
             da, db = derivs.get(mask)(av, bv, y)
         if bp is None:
-            return single(ka, ap, da)
+            return single_a(ap, da)
         if ap is None:
-            return single(kb, bp, db)
+            return single_b(bp, db)
         # both operands carry partials of one shape: the general path's sum of terms
-        ta = ap * _column(da) if ka == "expr" else (ap if ka in _LINEAR else None)
-        tb = bp * _column(db) if kb == "expr" else (bp if kb in _LINEAR else None)
+        ta = None if term_a is None else term_a(ap, da)
+        tb = None if term_b is None else term_b(bp, db)
         if ta is None:
-            if tb is None:
-                return np.zeros(ap.shape)
-            return tb if kb == "expr" else single(kb, tb, None)
+            return np.zeros(ap.shape) if tb is None else \
+                tb if kb in FRESH_KINDS else tb.copy()
         if tb is None:
-            return ta if ka == "expr" else single(ka, ta, None)
-        if ka == "minus_one":
-            return -ta - tb if kb == "minus_one" else tb - ta
-        return ta - tb if kb == "minus_one" else ta + tb
+            return ta if ka in FRESH_KINDS else ta.copy()
+        return ta + tb
 
     def impl(a: Any, b: Any) -> Dual | None:
         # operands: Duals with plain partials and values (arrays or float64 scalars), of one
@@ -324,7 +274,9 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(av, bv)
                 return _make(y, partials(av, ap, bv, bp, y, mask), tag)
-        y = f(av, bv)
+        # two numbers: the table's Python operator where it gives numpy's IEEE result
+        y = f(av, bv) if scalar is None or type(av) is _ND or type(bv) is _ND \
+            else scalar(av, bv)
         return _make(y, partials(av, ap, bv, bp, y, mask), tag)
 
     impl.__name__ = f"lean_{rule.name}"

@@ -38,7 +38,7 @@ from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
 from ..core.tracing import Traced
 from ..core.trees import is_container, tree_flatten, tree_unflatten
-from .dual import Dual, Tag, _new_scalar
+from .dual import Dual, Tag, new_dual
 
 __all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "CHUNK_BUDGET"]
 
@@ -223,7 +223,7 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
             value = _prepare(x, f"the argument of {fname}")
         tag = Tag()
         if type(value) is np.float64:
-            dx = _new_scalar(value, _ONE, tag)
+            dx = new_dual(value, None, tag, _ONE)
         elif shape_of(value) != ():
             dx = Dual._make(value, np.ones(shape_of(value) + (1,)), tag)
             out = call(dx, *args, **kwargs)

@@ -375,7 +375,8 @@ def _float(t: types.Type) -> bool:
 @intrinsic
 def dual_linear(typingctx, value, terms):
     """``dual_linear(y, (d0, a0, d1, a1, ...))``: value ``y``, partials ``sum_k dk * ak.p``
-    (``dk`` numbers, ``ak`` dual numbers of one width)."""
+    (``dk`` numbers, ``ak`` dual numbers of one width); a zero partial of ``ak`` adds zero
+    whatever ``dk`` is (NaN-safe)."""
     if not _float(value) or not isinstance(terms, types.BaseTuple):
         return None
     ts = terms.types
@@ -391,12 +392,15 @@ def dual_linear(typingctx, value, terms):
 
     def codegen(context, builder, sig, args):
         y = context.cast(builder, args[0], sig.args[0], types.float64)
+        zero = ir.Constant(ir.DoubleType(), 0.0)
         acc = None
         for k in range(len(coefs)):
             c = context.cast(builder, builder.extract_value(args[1], 2 * k), coefs[k],
                              types.float64)
             _, items = _parts(context, builder, duals[k], builder.extract_value(args[1], 2 * k + 1))
-            scaled = [builder.fmul(c, item) for item in items]
+            # NaN-safe: a zero partial contributes zero, even times an inf or NaN derivative
+            scaled = [builder.select(builder.fcmp_ordered("==", item, zero), zero,
+                                     builder.fmul(c, item)) for item in items]
             acc = scaled if acc is None else [builder.fadd(a, b) for a, b in zip(acc, scaled)]
         return _dual_value(context, builder, width, y, acc)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,10 @@ from .graph import (
 )
 
 __all__ = ["topological_order", "reverse_pass", "default_seed"]
+
+_SEQUENCES = (list, tuple)
+_F64 = np.float64
+_ND = np.ndarray
 
 
 def _parents(node: AbstractNode, level: int) -> list[AbstractNode]:
@@ -200,85 +205,132 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
 
     All seeded nodes must share one level. Leaves are Variables of that level; when
     ``leaves`` is given, the leaves reached are added to it as ``{id(leaf): leaf}``.
+
+    Nodes are visited by decreasing recording number (``seq``: a node's inputs were
+    recorded before it), from a heap of the nodes a gradient has reached: each node's
+    gradient is complete when it is visited, and no topological sort runs first.
     """
-    roots = [n for n, _ in seeds.values()]
-    order = topological_order(roots)
     grads: dict[int, Any] = {}
-    for key, (_node, seed) in seeds.items():
-        grads[key] = _accumulate(grads.get(key), seed)
-    leaf_grads: dict[int, Any] = {}
-    pop = grads.pop
-    for node in reversed(order):
-        g = pop(id(node), None)
-        if g is None:
-            continue
-        if type(node) is not CachedNode and not isinstance(node, CachedNode):
-            if isinstance(node, LeafNode):
-                leaf_grads[id(node)] = g
-                if leaves is not None:
-                    leaves[id(node)] = node
-            continue
-        level = node.level
-        args = node.args
-        values = []
-        needs = []
-        needed = False
-        for a in args:
-            if isinstance(a, AbstractNode) and a.level == level:
-                values.append(a._primal())
-                needs.append(True)
-                needed = True
-            elif type(a) in (list, tuple):
-                values.append(primal_at(a, level))
-                some = any(isinstance(b, AbstractNode) and b.level == level for b in a)
-                needs.append(some)
-                needed = needed or some
+    reached: dict[int, AbstractNode] = {}  # leaves (and other non-call nodes) reached
+    heap: list[tuple[int, int, CachedNode]] = []
+    for key, (node, seed) in seeds.items():
+        prev = grads.get(key)
+        grads[key] = _accumulate(prev, seed)
+        if prev is None:
+            if isinstance(node, CachedNode):
+                heappush(heap, (-node.seq, key, node))
             else:
-                values.append(a)
-                needs.append(False)
-        if not needed and not any(isinstance(v, AbstractNode) and v.level == level
-                                  for v in node.kwargs.values()):
-            continue
-        op = node.op
-        output = node.output
-        if type(output) in (tuple, list) or isinstance(output, tuple):
-            g = _with_zeros(g, output)
-        _NEEDS.value = needs
-        try:
-            if node.kwargs:
-                kw = {k: primal_at(v, level) for k, v in node.kwargs.items()}
+                reached[key] = node
+    pop = grads.pop
+    get = grads.get
+    resolved = gradient._resolved
+    try:
+        while heap:
+            _, key, node = heappop(heap)
+            g = pop(key, None)
+            if g is None:
+                continue
+            level = node.level
+            args = node.args
+            values = []
+            needs = []
+            needed = False
+            for a in args:
+                if isinstance(a, AbstractNode) and a.level == level:
+                    values.append(a.output if type(a) is CachedNode else a._primal())
+                    needs.append(True)
+                    needed = True
+                elif type(a) in _SEQUENCES:
+                    values.append(primal_at(a, level))
+                    some = any(isinstance(b, AbstractNode) and b.level == level for b in a)
+                    needs.append(some)
+                    needed = needed or some
+                else:
+                    values.append(a)
+                    needs.append(False)
+            kwargs = node.kwargs
+            if not needed and not (kwargs and any(
+                    isinstance(v, AbstractNode) and v.level == level for v in kwargs.values())):
+                continue
+            op = node.op
+            output = node.output
+            to = type(output)
+            if to is not _F64 and to is not _ND and (to in _SEQUENCES
+                                                     or isinstance(output, tuple)):
+                g = _with_zeros(g, output)
+            _NEEDS.value = needs
+            if kwargs:
+                kw = {k: primal_at(v, level) for k, v in kwargs.items()}
                 result = gradient(op, g, output, *values, **kw)
             else:
-                result = gradient(op, g, output, *values)
-        finally:
-            _NEEDS.value = None
-        if type(result) is not tuple or len(result) != len(values):
-            _check_rule_result(node, result, values)
-        for i, r in enumerate(result):
-            if r is None:
-                if needs[i] and not _builtin_rule(op, g, output, values, node.kwargs):
-                    raise _no_gradient_error(op, i, values)
-                continue
-            arg = args[i]
-            if isinstance(arg, AbstractNode):
-                if arg.level == level:
-                    # two numpy scalars always agree; anything else is checked
-                    if op is not _OUTPUT_ITEM and not (type(r) is np.float64
-                                                       and type(values[i]) is np.float64):
-                        _check_shape(op, i, r, values[i])
-                    if _complex_for_real(r, values[i]):
-                        r = np.real(r)  # a real input gets the real part (complex values)
+                impl = resolved.get((type(op), type(g), type(output), *map(type, values)))
+                result = impl(op, g, output, *values) if impl is not None \
+                    else gradient(op, g, output, *values)
+            if type(result) is not tuple or len(result) != len(values):
+                _check_rule_result(node, result, values)
+            for i, r in enumerate(result):
+                if r is None:
+                    if needs[i] and not _builtin_rule(op, g, output, values, kwargs):
+                        raise _no_gradient_error(op, i, values)
+                    continue
+                if not needs[i]:
+                    continue
+                arg = args[i]
+                if isinstance(arg, AbstractNode):
+                    v = values[i]
+                    tr = type(r)
+                    if tr is _F64 and type(v) is _F64:
+                        pass  # two numpy scalars always agree
+                    elif tr is _ND and type(v) is _ND and r.dtype.kind != "c":
+                        if r.shape != v.shape and op is not _OUTPUT_ITEM:
+                            _check_shape(op, i, r, v)
+                    else:
+                        if op is not _OUTPUT_ITEM:
+                            _check_shape(op, i, r, v)
+                        if _complex_for_real(r, v):
+                            r = np.real(r)  # a real input gets the real part (complex values)
                     key = id(arg)
-                    prev = grads.get(key)
-                    grads[key] = r if prev is None else _accumulate(prev, r)
-            elif type(arg) in (list, tuple):
-                for j, (a, rj) in enumerate(zip(arg, r)):
-                    if isinstance(a, AbstractNode) and a.level == level and rj is not None:
-                        _check_shape(op, i, rj, values[i][j])
-                        if _complex_for_real(rj, values[i][j]):
-                            rj = np.real(rj)
-                        grads[id(a)] = _accumulate(grads.get(id(a)), rj)
+                    prev = get(key)
+                    if prev is None:
+                        grads[key] = r
+                        if isinstance(arg, CachedNode):
+                            heappush(heap, (-arg.seq, key, arg))
+                        else:
+                            reached[key] = arg
+                    else:
+                        grads[key] = _accumulate(prev, r)
+                else:  # a list or tuple holding nodes
+                    _send_to_items(op, i, arg, r, values[i], level, grads, heap, reached)
+    finally:
+        _NEEDS.value = None
+    leaf_grads: dict[int, Any] = {}
+    for key, node in reached.items():
+        g = grads.get(key)
+        if g is not None and isinstance(node, LeafNode):
+            leaf_grads[key] = g
+            if leaves is not None:
+                leaves[key] = node
     return leaf_grads
+
+
+def _send_to_items(op: Any, i: int, arg: Any, r: Any, values: Any, level: int, grads: dict,
+                   heap: list, reached: dict) -> None:
+    """Pass the gradients ``r`` of a list or tuple argument ``arg`` on to its nodes."""
+    for j, (a, rj) in enumerate(zip(arg, r)):
+        if isinstance(a, AbstractNode) and a.level == level and rj is not None:
+            _check_shape(op, i, rj, values[j])
+            if _complex_for_real(rj, values[j]):
+                rj = np.real(rj)
+            key = id(a)
+            prev = grads.get(key)
+            if prev is not None:
+                grads[key] = _accumulate(prev, rj)
+                continue
+            grads[key] = rj
+            if isinstance(a, CachedNode):
+                heappush(heap, (-a.seq, key, a))
+            else:
+                reached[key] = a
 
 
 @backward.dispatch(builtin=True)

@@ -23,13 +23,14 @@ import plum
 from ..core.array_protocol import shape_of
 from ..core.dispatch import gradient
 from ..core.unbroadcast import unbroadcast
+from ..derivatives.kinds import MaskedDerivatives, cotangent_term, rule_kinds
 from ..derivatives.registry import (
     ElementwiseRule,
-    derivative_kind,
     on_rule_registered,
     operator_type,
     undefined_derivative_error,
 )
+from .backward import _NEEDS as _NEEDS_STATE
 from .backward import gradients_needed
 
 __all__ = ["register_rule_gradient"]
@@ -37,49 +38,62 @@ __all__ = ["register_rule_gradient"]
 
 def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     """The ``gradient`` method of a rule: ``(op, grad, output, *args) -> tuple``."""
-    kinds = tuple(derivative_kind(d) for d in rule.expressions)
+    kinds = rule_kinds(rule)
+    terms = tuple(cotangent_term(k) for k in kinds)
     derivatives = rule.derivatives
+    masked = MaskedDerivatives(rule)
     need = "expr" in kinds
     quiet = rule.may_warn
+    n = len(kinds)
 
-    if len(kinds) == 1:
+    if n == 1:
         kind = kinds[0]
+        term = terms[0]
         if kind == "expr" and quiet:
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    (d,) = derivatives(x, output)
-                    return (grad * d,)
+                    return (grad * derivatives(x, output)[0],)
         elif kind == "expr":
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (grad * derivatives(x, output)[0],)
-        elif kind == "one":
+        elif term is not None:
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (grad,)
-        elif kind == "minus_one":
-            def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
-                return (np.negative(grad),)
+                return (term(grad, None),)
         else:  # zero
             def unary(op: Any, grad: Any, output: Any, x: Any, **kwargs: Any):
                 return (np.zeros(shape_of(x)),)
         return unary
 
+    if n == 2 and "none" not in kinds and "refuse" not in kinds:
+        return _binary_gradient(rule, kinds, terms, masked, quiet)
+
+    everything = (True,) * n
+
     def body(grad: Any, output: Any, args: tuple) -> tuple:
-        ds = derivatives(*args, output) if need else ()
-        result = []
         needed = gradients_needed()
-        for i, (kind, a) in enumerate(zip(kinds, args)):
-            if kind == "none" or kind == "refuse":  # "refuse": recording raised already
-                if kind == "none" and needed is not None and i < len(needed) and needed[i]:
-                    raise undefined_derivative_error(rule, i)
+        mask = everything if needed is None or len(needed) != n else tuple(needed)
+        ds = masked.get(mask)(*args, output) if need else None
+        result = []
+        for i in range(n):
+            if not mask[i]:
                 result.append(None)
-            elif kind == "zero":
-                result.append(np.zeros(shape_of(a)))
-            elif kind == "one":
-                result.append(unbroadcast(grad, shape_of(a)))
-            elif kind == "minus_one":
-                result.append(unbroadcast(np.negative(grad), shape_of(a)))
-            else:
-                result.append(unbroadcast(grad * ds[i], shape_of(a)))
+                continue
+            term = terms[i]
+            a = args[i]
+            if term is None:
+                kind = kinds[i]
+                if kind == "none" or kind == "refuse":  # "refuse": recording raised already
+                    if kind == "none" and needed is not None:
+                        raise undefined_derivative_error(rule, i)
+                    result.append(None)
+                else:  # zero
+                    result.append(np.zeros(shape_of(a)))
+                continue
+            r = term(grad, ds[i] if need else None)
+            shape = shape_of(a)
+            if shape_of(r) != shape:
+                r = unbroadcast(r, shape)
+            result.append(r)
         return tuple(result)
 
     if quiet:
@@ -91,6 +105,67 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
             return body(grad, output, args)
 
     return nary
+
+
+def _fit(r: Any, a: Any) -> Any:
+    """``r`` summed down to ``a``'s shape (numbers and same shapes pass unchanged)."""
+    tr = type(r)
+    if tr is _F64 and (type(a) is _F64 or type(a) is float):
+        return r
+    shape = shape_of(a)
+    return r if shape_of(r) == shape else unbroadcast(r, shape)
+
+
+def _side(kind: str, term: Any) -> Callable[[Any, Any, Any], Any]:
+    """``side(grad, d, a)``: one argument's gradient for a derivative of ``kind``, summed
+    down to the argument's shape."""
+    if term is None:  # zero
+        return lambda grad, d, a: np.zeros(shape_of(a))
+    if kind == "expr":
+        def side(grad: Any, d: Any, a: Any) -> Any:
+            r = grad * d
+            if type(r) is _F64 and (type(a) is _F64 or type(a) is float):
+                return r
+            return _fit(r, a)
+        return side
+    return lambda grad, d, a: _fit(term(grad, d), a)
+
+
+def _binary_gradient(rule: ElementwiseRule, kinds: tuple, terms: tuple,
+                     masked: MaskedDerivatives, quiet: bool) -> Callable[..., tuple]:
+    """The gradient method of a two-argument rule with a derivative for both arguments,
+    specialised to which arguments the reverse pass needs (a constant's is not computed)."""
+    side_a, side_b = _side(kinds[0], terms[0]), _side(kinds[1], terms[1])
+    need_a, need_b = kinds[0] == "expr", kinds[1] == "expr"
+    both, first, second = masked.get((True, True)), masked.get((True, False)), \
+        masked.get((False, True))
+
+    def body(grad: Any, output: Any, a: Any, b: Any) -> tuple:
+        needed = getattr(_NEEDS_STATE, "value", None)
+        if needed is None or (needed[0] and needed[1]):
+            if need_a or need_b:
+                da, db = both(a, b, output)
+            else:
+                da = db = None
+            return (side_a(grad, da, a), side_b(grad, db, b))
+        if needed[0]:
+            return (side_a(grad, first(a, b, output)[0] if need_a else None, a), None)
+        if needed[1]:
+            return (None, side_b(grad, second(a, b, output)[1] if need_b else None, b))
+        return (None, None)
+
+    if quiet:
+        def binary(op: Any, grad: Any, output: Any, a: Any, b: Any, **kwargs: Any):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return body(grad, output, a, b)
+    else:
+        def binary(op: Any, grad: Any, output: Any, a: Any, b: Any, **kwargs: Any):
+            return body(grad, output, a, b)
+
+    return binary
+
+
+_F64 = np.float64
 
 
 def register_rule_gradient(rule: ElementwiseRule) -> None:

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import itertools
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -56,6 +57,22 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        if not kwargs and not _MUTABLE_MADE:
+            out = _evaluate(op, args, level)
+            if out is not _GENERAL:
+                if type(out) is _F64 or type(out) is _ND and out.dtype.kind in "fc":
+                    if recording_paused():
+                        return out
+                    if type(op) not in _HAS_GRADIENT:
+                        _require_gradient_rule(op, out, tuple(
+                            a._primal() if isinstance(a, AbstractNode) else a for a in args))
+                    refused = _REFUSED.get(type(op))
+                    if refused:
+                        _refuse_traced(op, refused, args, level)
+                    return CachedNode.recorded(op, args, kwargs, out, level)
+                values = tuple([a._primal() if isinstance(a, AbstractNode) else a
+                                for a in args])
+                return _record_result(op, args, kwargs, values, out, level)
         if kwargs and isinstance(op, Method) \
                 and any(isinstance(v, AbstractNode) for v in kwargs.values()):
             # e.g. a primitive called with a traced keyword: rules give one gradient per
@@ -71,29 +88,7 @@ class AbstractNode(Traced, NumpyOverloads):
             out = forward(op, *values, **kw)
         else:
             out = forward(op, *values)
-        if not is_differentiable_output(out) or recording_paused():
-            observer = value_observer.get()
-            if observer is not None and not recording_paused():
-                return observer.on_result(op, args, kwargs, out, level)
-            return out
-        if type(op) not in _HAS_GRADIENT:
-            _require_gradient_rule(op, out, values)
-        refused = _REFUSED.get(type(op), ())
-        if refused:
-            _refuse_traced(op, refused, args, level)
-        if _MUTABLE_MADE:
-            args, kwargs = _current_states(args, kwargs)
-        node = CachedNode.recorded(op, args, kwargs, out, level)
-        if isinstance(out, (tuple, list)):
-            items = [
-                CachedNode.recorded(_OUTPUT_ITEM, (node, i), {}, o, level)
-                if is_differentiable_output(o) else o
-                for i, o in enumerate(out)
-            ]
-            if hasattr(out, "_fields"):  # a namedtuple
-                return out._make(items)  # type: ignore[union-attr]
-            return type(out)(items)
-        return node
+        return _record_result(op, args, kwargs, values, out, level)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         normalized = normalize_arguments(args)
@@ -131,6 +126,93 @@ class AbstractNode(Traced, NumpyOverloads):
         ``seed`` defaults to 1 for a scalar output and is required otherwise.
         """
         backward(self, seed)
+
+
+def _record_result(op: Operator, args: tuple, kwargs: dict, values: tuple, out: Any,
+                   level: int) -> Any:
+    """The recorded node of ``op(*args)`` whose value is ``out`` (``values``: the arguments'
+    values at ``level``); a result without derivative is returned as it is."""
+    if not is_differentiable_output(out) or recording_paused():
+        observer = value_observer.get()
+        if observer is not None and not recording_paused():
+            return observer.on_result(op, args, kwargs, out, level)
+        return out
+    if type(op) not in _HAS_GRADIENT:
+        _require_gradient_rule(op, out, values)
+    refused = _REFUSED.get(type(op), ())
+    if refused:
+        _refuse_traced(op, refused, args, level)
+    if _MUTABLE_MADE:
+        args, kwargs = _current_states(args, kwargs)
+    node = CachedNode.recorded(op, args, kwargs, out, level)
+    if isinstance(out, (tuple, list)):
+        items = [
+            CachedNode.recorded(_OUTPUT_ITEM, (node, i), {}, o, level)
+            if is_differentiable_output(o) else o
+            for i, o in enumerate(out)
+        ]
+        if hasattr(out, "_fields"):  # a namedtuple
+            return out._make(items)  # type: ignore[union-attr]
+        return type(out)(items)
+    return node
+
+
+# The types of plain values whose evaluation calls the function itself (no rule to find).
+_PLAIN_VALUES = frozenset((float, int, bool, np.float64, np.ndarray, complex, np.complex128))
+_F64 = np.float64
+_ND = np.ndarray
+#: A marker: the call needs the general evaluation path.
+_GENERAL = object()
+# Operator and value types -> how ``forward`` evaluates them: its resolved method (a
+# catch-all calls op.f directly), or None for types the general path handles.
+_EVALUATORS: dict[tuple, Any] = {}
+
+
+def _forget_evaluators() -> None:
+    _EVALUATORS.clear()
+
+
+forward.on_change(_forget_evaluators)
+
+
+def _evaluate(op: Operator, args: tuple, level: int) -> Any:
+    """``op``'s value on the arguments' values at ``level`` when every argument is a node
+    of that level or a plain value (one dispatch lookup, cached per types); else
+    :data:`_GENERAL`."""
+    values = []
+    for a in args:
+        if isinstance(a, AbstractNode):
+            if a.level != level:
+                return _GENERAL
+            values.append(a._primal())
+        elif type(a) in _PLAIN_VALUES:
+            values.append(a)
+        else:
+            return _GENERAL
+    types = (type(op), *map(type, values))
+    try:
+        impl = _EVALUATORS[types]
+    except KeyError:
+        impl = _EVALUATORS[types] = _evaluator(op, types)
+    if impl is None:
+        return _GENERAL
+    return impl(op, *values)
+
+
+def _call_f(op: Any, *values: Any) -> Any:
+    return op.f(*values)
+
+
+def _evaluator(op: Operator, types: tuple) -> Any:
+    if not all(t in _PLAIN_VALUES for t in types[1:]):
+        return None
+    try:
+        impl = forward.resolve(types)
+    except Exception:  # no method, ambiguous: the general path says so
+        return None
+    if getattr(impl, "__dualad_catch_all__", False):
+        return _call_f if getattr(op, "f", None) is not None else None
+    return impl
 
 
 class LeafNode(AbstractNode):
@@ -182,14 +264,21 @@ class Node:
         return f"Node({self.op!r}, {len(self.args)} args)"
 
 
+#: Recording order: every node's ``seq`` is larger than its inputs', so the reverse pass
+#: visits nodes by decreasing ``seq`` without sorting the graph first (thread-safe).
+_next_seq = itertools.count(1).__next__
+_new = object.__new__
+
+
 class CachedNode(AbstractNode):
     """A :class:`Node` plus its cached ``output``.
 
     The call's parts are stored flat (``op``, ``args``, ``kwargs``) to keep a recorded
-    operation small; ``.node`` gives them as a :class:`Node`.
+    operation small; ``.node`` gives them as a :class:`Node`. ``seq`` numbers nodes in
+    recording order (inputs first).
     """
 
-    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output")
+    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "seq")
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
         self.op = node.op
@@ -197,17 +286,19 @@ class CachedNode(AbstractNode):
         self.kwargs = node.kwargs
         self.output = output
         self.level = level
+        self.seq = _next_seq()
 
     @classmethod
     def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
                  level: int) -> _Node:
         """Build a node from a call's parts without an intermediate :class:`Node`."""
-        self = cls.__new__(cls)
+        self = _new(cls)
         self.op = op
         self.args = args
         self.kwargs = kwargs
         self.output = output
         self.level = level
+        self.seq = _next_seq()
         return self
 
     @property
@@ -259,7 +350,7 @@ class MutableNode(CachedNode):
 
     def _rebind(self, state: CachedNode) -> None:
         self.op, self.args, self.kwargs = state.op, state.args, state.kwargs
-        self.output, self.level = state.output, state.level
+        self.output, self.level, self.seq = state.output, state.level, state.seq
         self._state = state
         if self._base is not None:  # a view: the write goes through to its base
             self._write_back()
@@ -293,7 +384,7 @@ class MutableNode(CachedNode):
             alive.append(ref)
             state = view._recompute(self._state)
             view.op, view.args, view.kwargs = state.op, state.args, state.kwargs
-            view.output, view.level = state.output, state.level
+            view.output, view.level, view.seq = state.output, state.level, state.seq
             view._state = state
             if view._views:
                 view._refresh_views()

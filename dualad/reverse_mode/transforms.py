@@ -36,7 +36,7 @@ from ..core.marks import mark_transform
 from ..core.tracing import Traced, new_level
 from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .backward import reverse_pass
-from .graph import AbstractNode, Variable
+from .graph import AbstractNode, CachedNode, Variable
 
 __all__ = ["grad", "value_and_grad", "vjp", "jacobian_reverse", "named_grad",
            "check_complex_inputs"]
@@ -52,7 +52,16 @@ class _Inputs:
         self.variables: list[list[Variable]] = []
         self.dtypes: list[list[Any]] = []
         for i in argnums:
-            leaves, spec = tree_flatten(args[i])
+            x = args[i]
+            tx = type(x)
+            if tx is np.ndarray and x.dtype is _F64 or tx is float or tx is np.float64:
+                v = Variable(as_differentiable(x), self.level)  # one plain leaf
+                self.specs.append(_PLAIN_LEAF)
+                self.variables.append([v])
+                self.dtypes.append([None])
+                self.args[i] = v
+                continue
+            leaves, spec = tree_flatten(x)
             vs = [Variable(as_differentiable(leaf, f"argument {i} of {fname}"), self.level)
                   for leaf in leaves]
             self.specs.append(spec)
@@ -64,6 +73,12 @@ class _Inputs:
         """One gradient tree per differentiated argument (zeros where unreached)."""
         trees = []
         for spec, vs, dtypes in zip(self.specs, self.variables, self.dtypes):
+            if spec is _PLAIN_LEAF:
+                v = vs[0]
+                g = leaf_grads.get(id(v))
+                if type(g) is np.ndarray and g.shape == v.value.shape:
+                    trees.append(g)
+                    continue
             gs = []
             for v, dtype in zip(vs, dtypes):
                 g = leaf_grads.get(id(v))
@@ -72,8 +87,13 @@ class _Inputs:
                 elif not isinstance(g, Traced) and shape_of(g) != shape_of(v.value):
                     g = np.broadcast_to(g, shape_of(v.value))
                 gs.append(as_dtype(to_user(g), dtype))
-            trees.append(tree_unflatten(spec, gs))
+            trees.append(gs[0] if spec is _PLAIN_LEAF else tree_unflatten(spec, gs))
         return trees
+
+
+#: The spec of an argument that is one float64 array or number (no tree to flatten).
+_PLAIN_LEAF = tree_flatten(0.0)[1]
+_F64 = np.dtype(np.float64)
 
 
 def _output_value(out: Any, level: int) -> Any:
@@ -142,7 +162,15 @@ def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fnam
             check_complex_inputs(args, nums, True, fname)
         call = AuxOutput(guarded, fname) if has_aux else guarded
         inputs = _Inputs(args, nums, fname)
-        out = lift_object_array(call(*inputs.args, **kwargs))
+        out = call(*inputs.args, **kwargs)
+        if type(out) is CachedNode and type(out.output) is np.float64 \
+                and out.level == inputs.level:  # the common case: a recorded real number
+            grads = inputs.gradients(reverse_pass({id(out): (out, np.float64(1.0))}))
+            value = to_user(out.output)
+            if has_aux:
+                value = (value, call.aux())
+            return value, (grads[0] if single else tuple(grads))
+        out = lift_object_array(out)
         check_output(out, fname)
         if is_container(out):
             hint = (" (with has_aux=True it returns (output, aux))" if has_aux else

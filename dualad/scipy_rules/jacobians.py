@@ -56,7 +56,9 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     def rhs_of_y(y: Any, t: Any, *args: Any) -> Any:
         return f(t, y, *args)
 
-    jac_y = jacobian(rhs_of_y, 0, mode=mode, chunk=chunk)
+    # a right-hand side maps n states to n derivatives: "auto" is forward mode, decided
+    # here once instead of by a trial call of f at every Jacobian
+    jac_y = jacobian(rhs_of_y, 0, mode="forward" if mode == "auto" else mode, chunk=chunk)
 
     @functools.wraps(f)
     def jac(t: Any, y: Any, *args: Any) -> np.ndarray:

@@ -23,7 +23,7 @@ from ..core.dispatch import gradient as gradient_rules
 from ..core.errors import RuleError, ShapeError
 from ..core.tracing import apply_operator
 from ..core.unbroadcast import unbroadcast
-from ..derivatives.registry import derivative_kind
+from ..derivatives.kinds import cotangent_term, rule_kinds
 from ..reverse_mode.backward import _NEEDS
 
 __all__ = ["Operation", "GuardFailed", "guard_holds", "Program", "accumulate", "with_zeros"]
@@ -250,17 +250,17 @@ def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
     """A rules-table gradient specialised to the arguments needed and the recorded shapes:
     the same partials, without the generic rule's per-call work (shapes, unbroadcasting
     and partials of constant arguments)."""
-    kinds = [derivative_kind(d) for d in rule.expressions]
+    kinds = rule_kinds(rule)
     n = len(kinds)
     if len(arg_shapes) != n or out_shape is None:
         return None
     derivatives = rule.derivatives
-    items = tuple((i, kinds[i], arg_shapes[i] == out_shape, arg_shapes[i])
-                  for i in range(n) if needs[i])
+    items = tuple((i, kinds[i], cotangent_term(kinds[i]), arg_shapes[i] == out_shape,
+                   arg_shapes[i]) for i in range(n) if needs[i])
     if rule.may_warn:
         return None  # the generic rule silences floating-point warnings: keep it
     if len(items) == 1:
-        i, kind, same, _shape = items[0]
+        i, kind, _term, same, _shape = items[0]
         if same and kind == "expr":
             if n == 1:
                 return lambda g, out, x: (g * derivatives(x, out)[0],)
@@ -271,18 +271,14 @@ def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
         if same and kind == "one" and n == 2:
             return (lambda g, out, x, y: (g, None)) if i == 0 else \
                 (lambda g, out, x, y: (None, g))
-    expr = any(kind == "expr" for _, kind, _, _ in items)
+    expr = any(kind == "expr" for _, kind, _, _, _ in items)
 
     def gradient(g: Any, out: Any, *args: Any) -> tuple:
         ds = derivatives(*args, out) if expr else None
         result: list[Any] = [None] * n
-        for i, kind, same, shape in items:
-            if kind == "expr":
-                r = g * ds[i]
-            elif kind == "one":
-                r = g
-            elif kind == "minus_one":
-                r = -g
+        for i, kind, term, same, shape in items:
+            if term is not None:
+                r = term(g, ds[i] if expr else None)
             elif kind == "zero":
                 r = np.zeros(shape)
                 same = True

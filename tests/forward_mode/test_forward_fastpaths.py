@@ -28,17 +28,6 @@ BINARY = [np.add, np.subtract, np.multiply, np.divide, np.power, np.maximum, np.
 SHAPES = [(), (1,), (4,), (2, 3)]
 
 
-@pytest.fixture
-def general_only(monkeypatch):
-    """Forward mode with every fast path table emptied: the general (dispatch) path only."""
-    for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):
-        monkeypatch.setattr(dual_module, name, {})
-    dual_module._mark_stale()
-    yield
-    monkeypatch.undo()
-    dual_module._mark_stale()
-
-
 def _dual(rng, shape, k, tag, low=0.2, high=0.9):
     v = rng.uniform(low, high, shape)
     value = np.float64(v) if shape == () else v
@@ -200,8 +189,7 @@ def test_random_programs_agree_with_and_without_fast_paths(steps, seed):
         assume(np.all(np.abs(f(x)) < 1e3))
     fast = _forward_jacobians(f, x)
     with pytest.MonkeyPatch.context() as mp:
-        for name in ("_REG_UFUNC", "_REG_FUNCTION", "_REG_DIRECT", "_REG_SCALAR", "_REG_LEAN"):
-            mp.setattr(dual_module, name, {})
+        mp.setattr(dual_module, "_REGISTERED", {})
         dual_module._mark_stale()
         slow = _forward_jacobians(f, x)
     dual_module._mark_stale()
@@ -215,12 +203,16 @@ def test_random_programs_agree_with_and_without_fast_paths(steps, seed):
     np.testing.assert_allclose(fast[0], num, rtol=1e-5, atol=1e-6, err_msg=str(steps))
 
 
+def _active_tiers():
+    return [(f, rec) for f, rec in dual_module._ACTIVE.items() if repr(rec) != "FastPath(empty)"]
+
+
 def test_general_only_fixture_really_takes_the_general_path(general_only):
-    assert not dual_module._LEAN_BINARY and not dual_module._FAST_FUNCTION
-    assert not dual_module._FAST_DIRECT
+    dual_module._refresh_fast_paths()
+    assert not _active_tiers()
     x = np.linspace(0.1, 0.9, 6)
     f = _program(["mul", "sin", "shift_slices", "write_slice", "sum_keep", "roll"])
-    assert not dual_module._LEAN_BINARY  # the tables stay empty through a whole Jacobian
+    assert not _active_tiers()  # the records stay empty through a whole Jacobian
     np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x),
                                ad.jacobian(f, mode="reverse")(x), rtol=1e-12, atol=1e-12)
 
@@ -330,7 +322,7 @@ def test_a_user_tangent_for_multiply_beats_the_lean_path():
     finally:
         _restore(np.multiply)
     np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x), np.diag(2 * x))
-    assert dual_module._LEAN_BINARY.get(np.multiply) is not None
+    assert dual_module.active_fast_path(np.multiply).lean is not None
 
 
 def test_a_user_tangent_for_getitem_beats_the_fast_path():
@@ -351,7 +343,7 @@ def test_a_user_tangent_for_getitem_beats_the_fast_path():
     finally:
         ad.forward.register(original[0].implementation, original[0].signature, builtin=True)
     np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x), before)
-    assert dual_module._FAST_FUNCTION.get(operator.getitem) is not None
+    assert dual_module.active_fast_path(operator.getitem).general is not None
 
 
 def test_method_keys_use_the_rule_and_not_plum_each_time():
