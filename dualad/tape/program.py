@@ -33,7 +33,7 @@ class Operation:
     """One recorded operation of a program."""
 
     __slots__ = ("op", "fn", "gfn", "rule", "template", "refs", "seqs", "kw", "kw_refs", "out",
-                 "differentiable", "guards", "multi", "shape", "arg_shapes")
+                 "differentiable", "guards", "multi", "shape", "arg_shapes", "real_args")
     op: Any  # the recorded call's Operator
     fn: Callable[..., Any]  # its forward implementation, resolved when recorded
     gfn: Callable[..., Any] | None  # its gradient rule (None for a value-only operation)
@@ -49,6 +49,7 @@ class Operation:
     multi: bool  # the result is a tuple or list of values
     shape: tuple[int, ...] | None
     arg_shapes: list[tuple[int, ...] | None]
+    real_args: tuple  # ((position, None or item indices), ...): real parts of gradients
 
     def args(self, slots: list[Any]) -> list[Any]:
         args = self.template.copy()
@@ -192,8 +193,10 @@ class Program:
                 special = None
                 if e.rule is not None and not e.kw_refs and not e.seqs:
                     special = _elementwise_gradient(e.rule, needs, e.arg_shapes, e.shape)
-                steps.append((index, e, needs, targets, seq_targets,
-                              special or e.gfn, special is None))
+                gfn = special or e.gfn
+                if e.real_args:
+                    gfn = _real_parts(gfn, e.real_args)
+                steps.append((index, e, needs, targets, seq_targets, gfn, special is None))
         steps.reverse()
         self._plans[wanted] = steps
         return steps
@@ -217,6 +220,8 @@ class Program:
                 if traced:
                     _NEEDS.value = needs
                     result = gradient_rules(e.op, g, out, *args, **e.kwargs(slots))
+                    if e.real_args:
+                        result = real_parts(result, e.real_args)
                 else:
                     if tell_needs:
                         _NEEDS.value = needs
@@ -291,6 +296,34 @@ def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
             result[i] = r if same else unbroadcast(r, shape)
         return tuple(result)
 
+    return gradient
+
+
+def real_parts(result: tuple, real_args: tuple[tuple[int, Any], ...]) -> tuple:
+    """``result`` with the real part taken of each gradient of a real argument: a real
+    value has a real gradient even where complex intermediates carried it (as the reverse
+    pass of :mod:`dualad.reverse_mode.backward` does). ``real_args`` lists ``(position,
+    None)`` for a real argument, ``(position, items)`` for the real items of a list."""
+    result = list(result)
+    for pos, items in real_args:
+        r = result[pos]
+        if r is None:
+            continue
+        if items is None:
+            if np.iscomplexobj(r):
+                result[pos] = np.real(r)
+        else:
+            r = list(r)
+            for j in items:
+                if r[j] is not None and np.iscomplexobj(r[j]):
+                    r[j] = np.real(r[j])
+            result[pos] = r
+    return tuple(result)
+
+
+def _real_parts(gfn: Callable[..., tuple], real_args: tuple) -> Callable[..., tuple]:
+    def gradient(*args: Any, **kwargs: Any) -> tuple:
+        return real_parts(gfn(*args, **kwargs), real_args)
     return gradient
 
 

@@ -133,7 +133,7 @@ class Tape:
                 ranges.append((n, n + 1))
                 leaves.append(a)
                 specs.append(None)
-                key_parts.append(a.shape)
+                key_parts.append(a.shape if a.dtype.kind == "f" else (a.shape, "complex"))
                 inputs.append(n)
                 continue
             if t is float:
@@ -155,7 +155,9 @@ class Tape:
                 if is_float_leaf(leaf):
                     if isinstance(leaf, Traced):
                         traced = True
-                    key_parts.append(shape_of(leaf))
+                    shape = shape_of(leaf)
+                    key_parts.append((shape, "complex") if np.iscomplexobj(plain_value(leaf))
+                                     else shape)
                     inputs.append(i)
                 else:
                     key_parts.append(constant_key(leaf))
@@ -217,6 +219,7 @@ class Tape:
     @staticmethod
     def _describe(key: Any) -> str:
         shapes = [k if isinstance(k, tuple) and all(isinstance(d, int) for d in k)
+                  else f"{k[0]} (complex)" if isinstance(k, tuple) and k[1:] == ("complex",)
                   else "a constant" for k in key[0]]
         return "leaf shapes " + ", ".join(map(str, shapes))
 
