@@ -191,7 +191,11 @@ class NumpyOverloads:
             f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
             f"rather than math.*; or when a Python list of traced values is passed to a numpy "
             f"function that does not look inside lists (np.mean([a, b]), np.std, np.var, "
-            f"np.median): make one array first, np.mean(np.stack([a, b]))."
+            f"np.median): make one array first, np.mean(np.stack([a, b])); or when a "
+            f"conversion such as np.asarray(x, dtype=float), np.array(x, dtype=...) or "
+            f"np.float32(x) is applied to it (numpy offers no hook for those): write "
+            f"x.astype(float) / np.astype(x, np.float32), which keep the derivative, or "
+            f"skip the conversion for traced values."
         )
 
     def _refuse_conversion(self, call: str) -> Any:

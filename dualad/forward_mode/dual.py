@@ -338,8 +338,11 @@ class Dual(Traced, NumpyOverloads):
         return (_rebuild, (self.value, self.partials, self.tag.level, self.tag.name))
 
     def astype(self, dtype: Any, copy: bool = True) -> Any:
-        """Float dtypes keep the derivative; other dtypes give the plain value."""
-        if np.dtype(dtype).kind == "f":
+        """Float dtypes keep the derivative (cast as numpy casts: ``np.astype``); other
+        dtypes give the plain value."""
+        if np.dtype(dtype).kind in "fc":
+            if np.dtype(dtype) != getattr(self.value, "dtype", np.dtype(float)):
+                return np.astype(self, dtype)
             return self.copy() if copy else self
         return np.asarray(_strip(self.value)).astype(dtype)
 

@@ -197,7 +197,9 @@ register_function_hook(np.copy, _copy_handler)
 @gradient_rule(np.full_like)
 def _full_like(grad: Any, output: Any, a: Any, fill_value: Any, *args: Any,
                **kwargs: Any) -> tuple:
-    return (None, unbroadcast(grad, shape_of(fill_value))) + (None,) * len(args)
+    # the template gives only a shape and dtype: its gradient is zero
+    return (np.zeros(shape_of(a)), unbroadcast(grad, shape_of(fill_value))) + \
+        (None,) * len(args)
 
 
 # -- in-place numpy functions on writable nodes ----------------------------------------------

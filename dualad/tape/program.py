@@ -24,7 +24,7 @@ from ..core.errors import RuleError, ShapeError
 from ..core.tracing import apply_operator
 from ..core.unbroadcast import unbroadcast
 from ..derivatives.registry import derivative_kind
-from ..reverse_mode.backward import _NEEDS
+from ..reverse_mode.backward import _NEEDS, no_gradient_error
 
 __all__ = ["Operation", "GuardFailed", "guard_holds", "Program", "accumulate", "with_zeros"]
 
@@ -236,7 +236,11 @@ class Program:
                     if r is not None:
                         prev = grads[s]
                         grads[s] = r if prev is None else accumulate(prev, r)
+                    elif check:
+                        raise _none_for_traced(e, pos, args)
                 for pos, live in seq_targets:
+                    if result[pos] is None:
+                        raise _none_for_traced(e, pos, args)
                     for j, s in live:
                         r = result[pos][j]
                         if r is not None:
@@ -297,6 +301,13 @@ def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
         return tuple(result)
 
     return gradient
+
+
+def _none_for_traced(e: Operation, pos: int, args: list[Any]) -> Exception:
+    """A rule gave no gradient for an argument computed from the inputs (never a silent
+    zero): the error reverse mode raises."""
+    builtin = gradient_rules.is_builtin_implementation(getattr(e.gfn, "func", e.gfn))
+    return no_gradient_error(e.op, pos, args, builtin)
 
 
 def real_parts(result: tuple, real_args: tuple[tuple[int, Any], ...]) -> tuple:

@@ -51,7 +51,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arguments import as_differentiable, normalize_argnums, to_user
+from ..core.arguments import (
+    as_differentiable,
+    as_dtype,
+    derivative_dtype,
+    normalize_argnums,
+    to_user,
+)
 from ..core.arguments import value as plain_value
 from ..core.array_protocol import shape_of, value_observer
 from ..core.errors import ShapeError
@@ -333,8 +339,9 @@ class Tape:
                 f"{shape_of(outs[0])}; reduce it (e.g. np.sum) or use .vjp for non-scalar "
                 f"outputs.")
         if r.found is not None:
-            grads = [g if type(g) is np.ndarray else _finish(g, program.input_shapes[s])
-                     for g, s in zip(r.found, program.wanted[nums, False])]
+            grads = [as_dtype(g if type(g) is np.ndarray else
+                              _finish(g, program.input_shapes[s]), derivative_dtype(args[i]))
+                     for g, s, i in zip(r.found, program.wanted[nums, False], nums)]
             return to_user(outs[0]), (grads[0] if single else tuple(grads))
         if r.grads is None:
             is_slot, s = program.outputs[0]
@@ -482,7 +489,7 @@ class Tape:
                     g = np.zeros(shape)
                 elif not isinstance(g, Traced) and shape_of(g) != shape:
                     g = np.broadcast_to(g, shape)
-                items.append(to_user(g))
+                items.append(as_dtype(to_user(g), derivative_dtype(r.leaves[leaf])))
             if r.specs[i] is None:
                 results.append(items[0])
             else:
