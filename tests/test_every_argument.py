@@ -115,7 +115,7 @@ def test_conversions_name_astype_in_their_message():
     for conversion in (lambda x: np.asarray(x, dtype=float), lambda x: np.float32(x[0])):
         for mode in ("forward", "reverse"):
             with pytest.raises(ad.DualadError, match=r"astype"):
-                ad.jacobian(lambda x: conversion(x) * 2.0, mode=mode)(X)
+                ad.jacobian(lambda x, c=conversion: c(x) * 2.0, mode=mode)(X)
 
 
 def test_a_builtin_rule_that_ignores_a_traced_argument_is_refused():
