@@ -327,8 +327,13 @@ class NumpyOverloads:
     def squeeze(self, axis: Any = None) -> Any:
         return np.squeeze(self, axis)
 
-    def clip(self, a_min: Any = None, a_max: Any = None) -> Any:
-        return np.clip(self, a_min, a_max)
+    def clip(self, min: Any = None, max: Any = None, out: Any = None,  # noqa: A002
+             **kwargs: Any) -> Any:
+        """``ndarray.clip``: bounds by position or as ``min=`` / ``max=``, as numpy's
+        method takes them."""
+        if out is not None:
+            kwargs["out"] = out
+        return np.clip(self, min, max, **kwargs)
 
     # operators: set below from BINARY_OPERATORS (straight to the ufunc's operator)
     def __matmul__(self, other: Any) -> Any:

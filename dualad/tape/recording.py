@@ -226,7 +226,14 @@ def _encode(a: Any, slot_of: dict[int, int]) -> tuple[bool, Any]:
 
 
 def _is_complex(v: Any) -> bool:
-    return np.iscomplexobj(plain_value(v))
+    """Whether ``v`` (a value, or a list / tuple of values) holds complex numbers."""
+    if type(v) in (list, tuple):
+        return any(_is_complex(item) for item in v)
+    v = plain_value(v)
+    dtype = getattr(v, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype.kind == "c"
+    return isinstance(v, complex)
 
 
 def _real_args(e: Operation, values: list[Any], output: Any) -> tuple:

@@ -55,6 +55,7 @@ from ..core.arguments import (
     as_differentiable,
     as_dtype,
     derivative_dtype,
+    guard_opaque_calls,
     normalize_argnums,
     to_user,
 )
@@ -186,7 +187,8 @@ class Tape:
         recorder = Recorder(level)
         token = value_observer.set(recorder)
         try:
-            out = self.f(*tree_unflatten(spec, leaves))
+            out = guard_opaque_calls(self.f, f"record({self.__name__})")(
+                *tree_unflatten(spec, leaves))
         finally:
             value_observer.reset(token)
         if out is None or isinstance(out, (str, bytes)):
