@@ -125,3 +125,20 @@ def test_missing_forward_rule_of_two_arguments_suggests_tangent_rule():
     np.testing.assert_allclose(ad.jacobian(lambda x: times(x, x), mode="forward")(X),
                                np.diag(2 * X))
     np.testing.assert_allclose(ad.grad(lambda x: np.sum(times(x, 2.0)))(X), np.full(4, 2.0))
+
+
+def test_scipy_array_api_mode_is_a_clear_error_not_a_key_error():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, dualad as ad, scipy.special as sp\n"
+            "try:\n"
+            "    ad.jacobian(lambda x: sp.betainc(2.0, 3.0, x), mode='forward')(np.ones(2) / 3)\n"
+            "except ad.DualadError as e:\n"
+            "    print('CLEAR', e)\n")
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert "KeyError" not in run.stderr, run.stderr
+    assert "CLEAR" in run.stdout and "SCIPY_ARRAY_API=1" in run.stdout, run.stdout + run.stderr

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from ..core.arguments import register_library_hint
@@ -26,6 +27,11 @@ def drop_in_hint(module: str, name: str, frame: Any) -> str | None:
     parts = module.split(".")
     if parts[0] != "scipy" or len(parts) < 2 or parts[1] not in _DROP_IN_MODULES:
         return None
+    if parts[1] == "special" and os.environ.get("SCIPY_ARRAY_API", "0") not in ("", "0"):
+        return ("with SCIPY_ARRAY_API=1, scipy.special's functions are Python wrappers that "
+                "convert their arguments through the array API, which cannot carry traced "
+                "values (dualad differentiates scipy.special's ufuncs); run without "
+                "SCIPY_ARRAY_API=1, or use the drop-ins of dualad.scipy_rules.special")
     ours = importlib.import_module(f"{__package__}.{parts[1]}")
     path = None
     owner = frame.f_locals.get("self")
