@@ -101,7 +101,8 @@ def _params(names: tuple[str, ...], x: Any, args: tuple, kwargs: dict,
         axes: tuple[int, ...] = (axis % ndim,)
     else:
         axes = normalize_axes(axis, ndim)
-    return p, axes, bool(p.get("keepdims", False))
+    keepdims = p.get("keepdims", False)  # numpy's positional default is <no value>
+    return p, axes, keepdims is not _NoValue and bool(keepdims)
 
 
 def _where(p: dict) -> Any:
@@ -488,6 +489,8 @@ if hasattr(np, "cumulative_prod"):
 @tangent_rule(np.sum)
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
          initial: Any = _NoValue, where: Any = _NoValue) -> Any:
+    if keepdims is _NoValue:  # passed by position by a tape's replay
+        keepdims = False
     v = a.value
     p = a._p
     if (type(v) is np.ndarray and type(p) is np.ndarray and dtype is None and out is None
@@ -521,6 +524,8 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
 @tangent_rule(np.mean)
 def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
           *, where: Any = _NoValue) -> Any:
+    if keepdims is _NoValue:
+        keepdims = False
     if where is not _NoValue:  # the masked sum over the number of entries kept
         mask = np.broadcast_to(np.asarray(where, dtype=np.float64), shape_of(a.value))
         count = np.sum(mask, axis=axis, keepdims=keepdims)
