@@ -257,6 +257,8 @@ def _condition_first_rules(func: Any, build: Any) -> None:
         return (None, gather_gradient(grad, index, shape_of(x))) + (None,) * len(args)
 
     def tangent_impl(condition: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(x, Dual):  # only the condition is traced: it selects, no derivative
+            return func(value_of(condition), x, *args, **kwargs)
         index = build(condition, x.value, *args, **kwargs)
         value = func(value_of(condition), x.value, *args, **kwargs)
         return dual_or_value(value, gather_tangent(x.partials, index), x.tag)

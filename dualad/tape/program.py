@@ -201,6 +201,35 @@ class Program:
         self._plans[wanted] = steps
         return steps
 
+    def _learn_real_parts(self, e: Operation, result: tuple, args: list[Any], targets: list,
+                          seq_targets: list) -> tuple:
+        """On a checked sweep: a rule that gives a complex gradient for a real argument (an
+        inverse FFT of a real input, say) has its real part taken, from now on too (the
+        plans are rebuilt with the projection; dtypes are fixed per recording)."""
+        found: list[tuple[int, Any]] = []
+        for pos, _s in targets:
+            r = result[pos]
+            if r is not None and _complex_value(r) and not _complex_value(args[pos]):
+                found.append((pos, None))
+        for pos, live in seq_targets:
+            items = tuple(j for j, _s in live if result[pos][j] is not None
+                          and _complex_value(result[pos][j])
+                          and not _complex_value(args[pos][j]))
+            if items:
+                found.append((pos, items))
+        if not found:
+            return result
+        merged = dict(e.real_args)
+        for pos, items in found:
+            if pos in merged and merged[pos] is not None and items is not None:
+                merged[pos] = tuple(sorted(set(merged[pos]) | set(items)))
+            elif pos not in merged:
+                merged[pos] = items
+        e.real_args = tuple(merged.items())
+        self._plans.clear()
+        self.compiled = {k: v for k, v in self.compiled.items() if k == "value"}
+        return real_parts(result, tuple(found))
+
     def sweep(self, seeds: list[tuple[int, Any]], slots: list[Any], kept: list[Any],
               wanted: tuple[int, ...], traced: bool) -> list[Any]:
         """Gradients of the input slots ``wanted`` (None where nothing reached)."""
@@ -231,6 +260,7 @@ class Program:
                         result = gfn(g, out, *args)
                 if check:
                     _check_result(e, result, args, targets, traced)
+                    result = self._learn_real_parts(e, result, args, targets, seq_targets)
                 for pos, s in targets:
                     r = result[pos]
                     if r is not None:
@@ -252,6 +282,13 @@ class Program:
             self.checked = True
         return [grads[s] for s in wanted]
 
+
+
+def _complex_value(v: Any) -> bool:
+    if type(v) is complex:
+        return True
+    dtype = getattr(plain_value(v), "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "c"
 
 
 def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
