@@ -142,3 +142,27 @@ def test_scipy_array_api_mode_is_a_clear_error_not_a_key_error():
                          timeout=300)
     assert "KeyError" not in run.stderr, run.stderr
     assert "CLEAR" in run.stdout and "SCIPY_ARRAY_API=1" in run.stdout, run.stdout + run.stderr
+
+
+def test_define_rule_on_an_njit_helper_keeps_the_model_callable_by_numba(tmp_path,
+                                                                         monkeypatch):
+    pytest.importorskip("numba")
+    import importlib
+
+    (tmp_path / "njit_helper_model.py").write_text(
+        "import numba\nimport numpy as np\n\n\n"
+        "@numba.njit\ndef softplus(x):\n    return np.log1p(np.exp(x))\n\n\n"
+        "@numba.njit\ndef model(x):\n    out = np.empty_like(x)\n"
+        "    for i in range(x.shape[0]):\n        out[i] = softplus(x[i]) * 2.0\n"
+        "    return out\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("njit_helper_model")
+    mod.softplus = ad.define_rule(mod.softplus, args=("x",),
+                                  derivatives=("1 / (1 + exp(-x))",))
+    x = np.array([0.1, -0.3])
+    expected = 2.0 * np.log1p(np.exp(x))
+    np.testing.assert_allclose(mod.model(x), expected)  # numba, outside dualad
+    np.testing.assert_allclose(ad.jacobian(mod.model)(x), np.diag(2.0 / (1.0 + np.exp(-x))))
+    np.testing.assert_allclose(mod.model(x), expected)
+    np.testing.assert_allclose(ad.grad(lambda v: np.sum(mod.softplus(v)))(x),
+                               1.0 / (1.0 + np.exp(-x)))

@@ -631,6 +631,12 @@ def define_rule(
         )
     rule = define_elementwise_rule(f, args, derivatives, domain=domain, notes=notes,
                                      name=getattr(f, "__name__", label))
+    if rule.function is not f and type(f).__module__.split(".")[0] == "numba":
+        # a numba.njit helper: numba code that calls the returned wrapper (a model that
+        # uses it as a global) still compiles, typing it as the helper itself
+        import numba
+
+        rule.function._numba_type_ = numba.typeof(f)  # type: ignore[attr-defined]
     return rule.function
 
 
