@@ -98,7 +98,9 @@ def test_complex_input_records_apart_from_real_input():
     lambda x: np.sum(np.take(x, np.flatnonzero(x > 0)) ** 2),
     lambda x: np.sum(x.reshape(2, 2)[np.where(x.reshape(2, 2) < 0.5)] * 3.0),
     lambda x: np.sum(x[np.argwhere(x > 0)[:, 0]] * x[0]),
-], ids=["where", "nonzero", "method", "nonzero_item", "flatnonzero", "where_2d", "argwhere"])
+    lambda x: x.reshape(2, 2)[np.unravel_index(np.argmax(x), (2, 2))] * np.sum(x),
+], ids=["where", "nonzero", "method", "nonzero_item", "flatnonzero", "where_2d", "argwhere",
+        "unravel_index"])
 def test_indices_computed_from_traced_values_follow_the_new_point(f):
     check_everywhere(f)
 

@@ -77,6 +77,10 @@ def _run_step(step: Step, pool: list[Any], m: list[float]) -> Any:
     if k == "argmax":
         _gaps(a, m)
         return a * b[np.argmax(a)] + b
+    if k == "unravel":
+        _gaps(a, m)
+        i, j = np.unravel_index(np.argmax(a), (2, 2))
+        return a * np.reshape(b, (2, 2))[i, j] + np.reshape(b, (2, 2))[j, i]
     if k == "argsort":
         _gaps(a, m)
         return b[np.argsort(a)] * a
@@ -169,7 +173,7 @@ def _run_step(step: Step, pool: list[Any], m: list[float]) -> Any:
 
 
 KINDS = ["unary", "binary", "where_index", "nonzero", "method_nonzero", "flatnonzero",
-         "argmax", "argsort", "mask_select", "np_where", "putmask", "place", "copyto_where",
+         "argmax", "unravel", "argsort", "mask_select", "np_where", "putmask", "place", "copyto_where",
          "put", "ufunc_at", "fill", "assignments", "where_reduce", "complex", "cast",
          "branch", "loop", "initial", "interp"]
 
@@ -205,7 +209,7 @@ def steps(draw: Any, n: int) -> Step:
                            draw(st.sampled_from(["sum", "prod", "max", "mean"]))))
     if kind == "complex":
         return Step(kind, (a, b, draw(st.sampled_from(["abs", "real_exp", "angle", "fft"]))))
-    if kind in ("cast", "initial", "interp", "argmax", "argsort"):
+    if kind in ("cast", "initial", "interp", "argmax", "unravel", "argsort"):
         return Step(kind, (a, b))
     return Step(kind, (a, b, draw(st.sampled_from(THRESHOLDS))))
 

@@ -133,7 +133,8 @@ class Recorder:
     def on_result(self, op: Operator, args: tuple, kwargs: dict, out: Any, level: int) -> Any:
         if level != self.level:
             return out
-        if type(out) is tuple and out and all(type(o) is np.ndarray for o in out):
+        if type(out) is tuple and out and all(isinstance(o, (np.ndarray, np.generic))
+                                              for o in out):
             return self.on_results(op, args, kwargs, out, level)
         if not isinstance(out, _WRAPPED_RESULTS):
             return out
@@ -143,8 +144,9 @@ class Recorder:
 
     def on_results(self, op: Operator, args: tuple, kwargs: dict, out: tuple, level: int
                    ) -> tuple:
-        """A tuple of index arrays (``np.nonzero``, ``np.where(cond)``): each item a value
-        of the program, recomputed on replay, not a constant of the recording."""
+        """A tuple of index arrays or numbers (``np.nonzero``, ``np.where(cond)``,
+        ``np.unravel_index``): each item a value of the program, recomputed on replay, not
+        a constant of the recording."""
         args = tuple(_state(a) for a in args)
         kwargs = {k: _state(v) for k, v in kwargs.items()}
         node = ValueNode.recorded(op, args, kwargs, out, level)
