@@ -311,31 +311,6 @@ def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> A
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def _histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,  # noqa: A002
-               weights: Any = None) -> Any:
-    """``np.histogram`` differentiable in ``weights`` (the counts are piecewise constant in
-    ``a``: derivative zero, as numpy's result is a step function of the samples)."""
-    plain = np.ravel(_plain(a))
-    edges = np.histogram_bin_edges(plain, _plain(bins) if not isinstance(bins, (int, str))
-                                   else bins, range)
-    if range is None and isinstance(bins, (int, np.integer)) and plain.size and \
-            plain.min() < plain.max():  # the edges follow the samples' extremes
-        low, high = np.min(a), np.max(a)
-        edges = low + (high - low) * (np.arange(edges.shape[0]) / (edges.shape[0] - 1.0))
-    n = edges.shape[0] - 1
-    index = np.searchsorted(edges, plain, side="right") - 1
-    index[plain == edges[-1]] = n - 1  # the last bin is closed
-    inside = (index >= 0) & (index < n)
-    if weights is None:
-        hist = np.bincount(index[inside], minlength=n)  # integer counts, as numpy's
-    else:
-        w = np.reshape(weights, (-1,))
-        hist = np.bincount(index[inside], weights=w[np.flatnonzero(inside)], minlength=n)
-    if density:
-        hist = hist / np.sum(hist) / np.diff(edges)
-    return hist, edges
-
-
 def _meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> Any:
     nd = len(xi)
     ones = (1,) * nd
@@ -367,7 +342,6 @@ composite_rules(np.corrcoef, _corrcoef, _positions("x", "y"))
 composite_rules(np.polyval, _polyval, _positions("p", "x"))
 composite_rules(np.interp, _interp, _positions("x", "xp", "fp", "left", "right"))
 composite_rules(np.gradient, _gradient, lambda args, kwargs: list(range(len(args))))
-composite_rules(np.histogram, _histogram, _positions("a", "", "", "", "weights"))
 composite_rules(np.meshgrid, _meshgrid, lambda args, kwargs: list(range(len(args))))
 
 # -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------
