@@ -14,13 +14,13 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .array_protocol import object_holders_made
-from .errors import DualadError
+from .errors import ConversionError, DualadError
 from .tracing import Traced, new_level
 from .trees import tree_map
 
@@ -259,13 +259,55 @@ class AuxOutput:
         return tree_map(plain, self._aux[0])
 
 
+#: Hints for errors raised inside a library's Python function on traced values:
+#: ``hint(module, name, frame) -> str | None`` (e.g. the name of a drop-in), registered by
+#: the layers that know the library (:mod:`dualad.scipy_rules`).
+_LIBRARY_HINTS: list[Callable[[str, str, Any], str | None]] = []
+
+
+def register_library_hint(hint: Callable[[str, str, Any], str | None]) -> None:
+    """Add ``hint(module, function name, frame)`` to the explanations of failures inside a
+    library function called on traced values (the outermost numpy / scipy frame)."""
+    _LIBRARY_HINTS.append(hint)
+
+
+def _library_frame(tb: Any) -> tuple[str, str, Any] | None:
+    """``(module, function, frame)`` of the outermost numpy or scipy frame of ``tb``."""
+    while tb is not None:
+        frame = tb.tb_frame
+        module = frame.f_globals.get("__name__", "") or ""
+        if module.split(".")[0] in ("numpy", "scipy"):
+            return module, frame.f_code.co_name, frame
+        tb = tb.tb_next
+    return None
+
+
+def _library_message(fname: str, e: BaseException) -> str | None:
+    found = _library_frame(e.__traceback__)
+    if found is None:
+        return None
+    module, name, frame = found
+    for hint in _LIBRARY_HINTS:
+        text = hint(module, name, frame)
+        if text:
+            return f"{fname}: {text} (it failed with {type(e).__name__}: {e})"
+    if module.split(".")[0] == "numpy" and not isinstance(e, ConversionError):
+        return (
+            f"{fname}: np.{name} turned a traced value into an array of Python objects and "
+            f"failed ({type(e).__name__}: {e}). numpy converts a Python list or tuple "
+            f"argument with np.asarray, which cannot see traced values inside it: pass "
+            f"one array instead, e.g. np.stack([a, b]) rather than [a, b]."
+        )
+    return None
+
+
 def guard_opaque_calls(f: Any, fname: str) -> Any:
     """``f``, with a failure of compiled code on traced values explained.
 
     Compiled code (a C extension, ``scipy.ndimage``, Numba, Cython) sees a traced value as
     an array of Python objects and fails with its own message; the error is re-raised as a
     :class:`DualadError` that says what happened and how to fix it (``ad.primitive`` and
-    a rule).
+    a rule, or the drop-in dualad offers for a scipy function).
     """
 
     @functools.wraps(f)
@@ -274,6 +316,13 @@ def guard_opaque_calls(f: Any, fname: str) -> Any:
         try:
             return f(*args, **kwargs)
         except (TypeError, ValueError, RuntimeError) as e:
+            if isinstance(e, ConversionError) or (not isinstance(e, DualadError)
+                                                  and object_holders_made() != before):
+                message = _library_message(fname, e)
+                if message is not None:
+                    # a TypeError stays one (ConversionError is a DualadError and a TypeError)
+                    kind = ConversionError if isinstance(e, TypeError) else DualadError
+                    raise kind(message) from e
             if isinstance(e, DualadError) or object_holders_made() == before:
                 raise
             raise DualadError(

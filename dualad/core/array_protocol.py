@@ -198,7 +198,11 @@ class NumpyOverloads:
             f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
             f"rather than math.*; or when a Python list of traced values is passed to a numpy "
             f"function that does not look inside lists (np.mean([a, b]), np.std, np.var, "
-            f"np.median): make one array first, np.mean(np.stack([a, b]))."
+            f"np.median): make one array first, np.mean(np.stack([a, b])); or when a "
+            f"conversion such as np.asarray(x, dtype=float), np.array(x, dtype=...) or "
+            f"np.float32(x) is applied to it (numpy offers no hook for those): write "
+            f"x.astype(float) / np.astype(x, np.float32), which keep the derivative, or "
+            f"skip the conversion for traced values."
         )
 
     def _refuse_conversion(self, call: str) -> Any:
@@ -330,8 +334,13 @@ class NumpyOverloads:
     def squeeze(self, axis: Any = None) -> Any:
         return np.squeeze(self, axis)
 
-    def clip(self, a_min: Any = None, a_max: Any = None) -> Any:
-        return np.clip(self, a_min, a_max)
+    def clip(self, min: Any = None, max: Any = None, out: Any = None,  # noqa: A002
+             **kwargs: Any) -> Any:
+        """``ndarray.clip``: bounds by position or as ``min=`` / ``max=``, as numpy's
+        method takes them."""
+        if out is not None:
+            kwargs["out"] = out
+        return np.clip(self, min, max, **kwargs)
 
     # operators: set below from BINARY_OPERATORS (straight to the ufunc's operator)
     def __matmul__(self, other: Any) -> Any:

@@ -367,11 +367,25 @@ def missing_rule_message(op: Operator, args: tuple[Any, ...], mode: str) -> str:
             f"        return ({grads},)"
         )
         what = "reverse-mode (gradient)"
+    elif len(args) > 1:
+        # several arguments: a method with untyped parameters would also catch the plain
+        # calls reverse mode makes; tangent_rule registers only the Dual combinations
+        parts = ", ".join(f"(v{i}, p{i})" for i in range(len(args)))
+        duals = ", ".join(str(i) for i in range(len(args)))
+        method = (
+            f"    from dualad import extend\n\n"
+            f"    @extend.tangent_rule({label}, duals=({duals}))  # positions that may be Duals\n"
+            f"    def _({params}):\n"
+            f"        tag, [{parts}] = extend.tangent_parts(({params}))  # p is None for "
+            f"a constant\n"
+            f"        return extend.Dual(value, partials, tag)  # partials: value.shape + (k,)"
+        )
+        what = "forward-mode (tangent)"
     else:
         method = (
             f"    @ad.forward.dispatch\n"
-            f"    def forward(op: ad.{kind}[{label}], {params}):  # arguments may be ad.Dual\n"
-            f"        return ad.Dual(value, partials, tag)"
+            f"    def forward(op: ad.{kind}[{label}], {params}: ad.Dual):\n"
+            f"        return ad.Dual(value, partials, {params}.tag)"
         )
         what = "forward-mode (tangent)"
     message = (
@@ -448,7 +462,7 @@ def _forward(op: Operator, *args: Any, **kwargs: Any):
     Reverse mode has its own rules (``ad.gradient``); for an elementwise function
     ``ad.define_rule`` adds both.
     """
-    for a in args:
+    for a in args + tuple(kwargs.values()) if kwargs else args:  # Duals by keyword too
         t = type(a)
         needs = _NEEDS_TANGENT_RULE.get(t)
         if needs is None:

@@ -3,7 +3,9 @@ compiled tapes write their Python source here and import it back.
 
 A module is written once to the kernel cache directory, named by a digest of its source
 (or a given name), so Numba's ``cache=True`` finds its compiled code beside the file in
-later processes; a source that changed rewrites the file.
+later processes; a source that changed rewrites the file. Cached files that are corrupt
+or truncated (a crash mid-write, a full disk) are detected, removed and rebuilt, with a
+:class:`KernelCacheWarning` once per process.
 
 Example:
     >>> from dualad.derivatives.codegen import import_kernel_module
@@ -13,16 +15,27 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hashlib
 import importlib.util
+import io
 import os
+import pickle
+import pickletools
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["forget_compiled", "import_kernel_module", "kernel_cache_directory"]
+__all__ = [
+    "KernelCacheWarning",
+    "forget_compiled",
+    "import_kernel_module",
+    "kernel_cache_directory",
+]
 
 _kernel_lock = threading.Lock()
 
@@ -50,13 +63,74 @@ def kernel_cache_directory() -> Path:
     raise OSError("dualad: no writable directory for kernel modules")
 
 
+class KernelCacheWarning(UserWarning):
+    """A file of the kernel cache was corrupt (removed and rebuilt)."""
+
+
+_cache_warned = [False]
+
+
+def _pickle_intact(data: bytes) -> bool:
+    """Whether ``data`` is one whole pickle (walked, not loaded: nothing is run)."""
+    try:
+        for _ in pickletools.genops(io.BytesIO(data)):
+            pass
+    except Exception:  # noqa: BLE001 - any failure to parse is a corrupt file
+        return False
+    return True
+
+
+def _numba_index_intact(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            pickle.load(f)  # numba's version string
+            rest = f.read()
+    except Exception:  # noqa: BLE001
+        return False
+    return _pickle_intact(rest)
+
+
+def _corrupt_cache_files(directory: Path, modname: str) -> list[Path]:
+    """Numba's cache files (index ``.nbi``, data ``.nbc``) of ``modname`` that are corrupt
+    or truncated, with the files of the same function (an index and its data go together);
+    Python's ``.pyc`` when it is unreadable."""
+    cache = directory / "__pycache__"
+    if not cache.is_dir():
+        return []
+    bad: list[Path] = []
+    for index in cache.glob(f"{glob.escape(modname)}.*.nbi"):
+        base = index.name[: -len(".nbi")]
+        data = list(cache.glob(f"{glob.escape(base)}.*.nbc"))
+        if not _numba_index_intact(index) or not all(_pickle_intact(d.read_bytes())
+                                                       for d in data):
+            bad += [index] + data
+    return bad
+
+
+def _warn_corrupt(paths: list[Path]) -> None:
+    for p in paths:
+        with contextlib.suppress(OSError):
+            p.unlink()
+    if paths and not _cache_warned[0]:
+        _cache_warned[0] = True
+        warnings.warn(
+            f"dualad: corrupt or truncated kernel cache file(s) {', '.join(p.name for p in paths)}"
+            f" in {paths[0].parent} (a crash while writing, a full disk?) were removed and are "
+            f"rebuilt; further repairs in this process are not reported.",
+            KernelCacheWarning, stacklevel=3)
+
+
 def import_kernel_module(source: str, modname: str | None = None,
                          subdirectory: str = "") -> Any:
     """Write generated ``source`` to the kernel cache directory (once) and import it.
 
     ``modname`` defaults to a digest of the source; modules are kept by name, so Numba's
-    ``cache=True`` finds its compiled code beside the file in later processes.
+    ``cache=True`` finds its compiled code beside the file in later processes. Cached
+    files that are corrupt or truncated (Numba's index and data files, the module, its
+    ``.pyc``) are detected, removed and rebuilt, with a :class:`KernelCacheWarning` (once
+    per process).
     """
+    digest_named = modname is None
     if modname is None:
         modname = f"dualad_kernel_{hashlib.sha256(source.encode()).hexdigest()[:20]}"
     with _kernel_lock:
@@ -67,19 +141,36 @@ def import_kernel_module(source: str, modname: str | None = None,
             directory = directory / subdirectory
             directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{modname}.py"
-        if not path.exists() or path.read_text() != source:
+        try:
+            current = path.read_text() if path.exists() else None
+        except (OSError, UnicodeDecodeError):
+            current = ""
+        if current != source:
+            if current is not None and digest_named:  # named by its digest: damaged
+                _warn_corrupt([path] + list((directory / "__pycache__").glob(
+                    f"{glob.escape(modname)}.*")))
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(source)
             os.replace(tmp, path)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[modname] = module
-        try:
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        except BaseException:
-            del sys.modules[modname]
-            raise
-        return module
+        _warn_corrupt(_corrupt_cache_files(directory, modname))
+        for attempt in (0, 1):
+            spec = importlib.util.spec_from_file_location(modname, path)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            sys.modules[modname] = module
+            try:
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
+            except (EOFError, ValueError, ImportError) as e:
+                del sys.modules[modname]
+                pyc = Path(importlib.util.cache_from_source(str(path)))
+                if attempt or not pyc.exists() or isinstance(e, ModuleNotFoundError):
+                    raise
+                _warn_corrupt([pyc])  # unreadable bytecode: compiled again from the source
+                continue
+            except BaseException:
+                del sys.modules[modname]
+                raise
+            return module
+        raise AssertionError("unreachable")
 
 
 def forget_compiled(function: Any) -> None:

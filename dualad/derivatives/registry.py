@@ -35,6 +35,7 @@ from ..core.operators import Broadcasted, Operator, function_key
 from ..core.tracing import primitive
 from .codegen import import_kernel_module, kernel_cache_directory
 from .language import (
+    FUNCTIONS,
     NO_CLOSED_FORM,
     Derivative,
     check_arg_names,
@@ -483,6 +484,12 @@ def define_rule(
         )
     rule = define_elementwise_rule(f, args, derivatives, domain=domain, notes=notes,
                                      name=getattr(f, "__name__", label))
+    if rule.function is not f and type(f).__module__.split(".")[0] == "numba":
+        # a numba.njit helper: numba code that calls the returned wrapper (a model that
+        # uses it as a global) still compiles, typing it as the helper itself
+        import numba
+
+        rule.function._numba_type_ = numba.typeof(f)  # type: ignore[attr-defined]
     return rule.function
 
 
@@ -519,7 +526,8 @@ def _register_entry(entry: RuleEntry) -> ElementwiseRule:
     )
     if entry.scalar_operator is not None:
         _register_scalar_operator(entry.function, entry.scalar_operator)
-    if entry.module != "numpy" and rule.function is not entry.function:
+    if entry.module != "numpy" and rule.function is not entry.function and \
+            entry.attribute in FUNCTIONS:  # (a function no expression calls needs nothing)
         set_function(entry.attribute, rule.function)  # expressions call the traced wrapper
     return rule
 

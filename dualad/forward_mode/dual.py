@@ -363,8 +363,11 @@ class Dual(Traced, NumpyOverloads):
         return (_rebuild, (self.value, self.partials, self.tag.level, self.tag.name))
 
     def astype(self, dtype: Any, copy: bool = True) -> Any:
-        """Float dtypes keep the derivative; other dtypes give the plain value."""
-        if np.dtype(dtype).kind == "f":
+        """Float dtypes keep the derivative (cast as numpy casts: ``np.astype``); other
+        dtypes give the plain value."""
+        if np.dtype(dtype).kind in "fc":
+            if np.dtype(dtype) != getattr(self.value, "dtype", np.dtype(float)):
+                return np.astype(self, dtype)  # type: ignore[call-overload]
             return self.copy() if copy else self
         return np.asarray(_strip(self.value)).astype(dtype)
 
@@ -847,5 +850,5 @@ def dual_signatures(n: int) -> list[tuple[type, ...]]:
 
 for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
     setattr(Dual, _name, _binary_entry_for(_ufunc, _reflected))
-Dual.__neg__ = lambda self: _unary_entry(np.negative, self)  # type: ignore[method-assign]
+Dual.__neg__ = lambda self: _unary_entry(np.negative, self)  # type: ignore[method-assign, arg-type]
 del _name, _ufunc, _reflected

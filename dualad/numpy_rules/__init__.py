@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401
     binning,
+    casts,
     complex_parts,
     contractions,
     convolution,

@@ -250,7 +250,11 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
     knots = _plain(xp)
     n = knots.shape[0]
     i = np.clip(np.searchsorted(knots, _plain(x), side="right"), 1, n - 1)
-    x0, x1 = knots[i - 1], knots[i]
+    if isinstance(xp, (list, tuple)):
+        xp = np.stack(xp) if any(hasattr(k, "_primal") for k in xp) else knots
+    if isinstance(fp, (list, tuple)):
+        fp = np.stack(fp)
+    x0, x1 = xp[i - 1], xp[i]  # the breakpoints are differentiated too
     f0, f1 = fp[i - 1], fp[i]
     y = f0 + (x - x0) / (x1 - x0) * (f1 - f0)
     below = fp[0] if left is None else left
@@ -336,8 +340,8 @@ composite_rules(np.trapezoid, _trapezoid, _positions("y", "x", "dx"))
 composite_rules(np.cov, _cov, _positions("m", "y"))
 composite_rules(np.corrcoef, _corrcoef, _positions("x", "y"))
 composite_rules(np.polyval, _polyval, _positions("p", "x"))
-composite_rules(np.interp, _interp, _positions("x", "", "fp", "left", "right"))
-composite_rules(np.gradient, _gradient, lambda args, kwargs: [0])
+composite_rules(np.interp, _interp, _positions("x", "xp", "fp", "left", "right"))
+composite_rules(np.gradient, _gradient, lambda args, kwargs: list(range(len(args))))
 composite_rules(np.meshgrid, _meshgrid, lambda args, kwargs: list(range(len(args))))
 
 # -- sparsity detection: how entries flow (see dualad.sparsity.flows) ------------------------

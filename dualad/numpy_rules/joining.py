@@ -307,6 +307,8 @@ def _has_dual(arrays: Any) -> bool:
 
 @tangent_rule(np.concatenate, duals="any")
 def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, **kwargs: Any) -> Any:
+    if isinstance(arrays, Dual):  # an array is the sequence of its rows, as for numpy
+        arrays = [arrays[i] for i in range(shape_of(arrays)[0])]
     if not _has_dual(arrays):
         return np.concatenate(arrays, axis=axis, out=out, **kwargs)
     tag, values, partials = _joined_parts(arrays)
@@ -323,6 +325,8 @@ def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, **kwargs: Any) -> 
 
 @tangent_rule(np.stack, duals="any")
 def _stack(arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
+    if isinstance(arrays, Dual):  # an array is the sequence of its rows, as for numpy
+        arrays = [arrays[i] for i in range(shape_of(arrays)[0])]
     if not _has_dual(arrays):
         return np.stack(arrays, axis=axis, out=out, **kwargs)
     tag, values, partials = _joined_parts(arrays)

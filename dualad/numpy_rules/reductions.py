@@ -28,8 +28,10 @@ import numpy as np
 
 from ..extend import (
     Dual,
+    Traced,
     declare_reduction,
     declare_scan,
+    register_function_hook,
     shape_of,
 )
 from ._signatures import bind
@@ -46,8 +48,10 @@ from ._support import (
 __all__ = ["normalize_axes", "expand_reduced", "exclusive_products"]
 
 _NoValue = getattr(np, "_NoValue", None)
-_REDUCE_NAMES = ("a", "axis", "dtype", "out", "keepdims")
-_UFUNC_REDUCE_NAMES = ("array", "axis", "dtype", "out", "keepdims")
+# positional parameters: a tape passes a recorded where= mask by position
+_REDUCE_NAMES = ("a", "axis", "dtype", "out", "keepdims", "initial", "where")
+_EXTREMUM_NAMES = ("a", "axis", "out", "keepdims", "initial", "where")
+_UFUNC_REDUCE_NAMES = ("array", "axis", "dtype", "out", "keepdims", "initial", "where")
 _VAR_NAMES = ("a", "axis", "dtype", "out", "ddof", "keepdims")
 
 
@@ -97,12 +101,61 @@ def _params(names: tuple[str, ...], x: Any, args: tuple, kwargs: dict,
         axes: tuple[int, ...] = (axis % ndim,)
     else:
         axes = normalize_axes(axis, ndim)
-    return p, axes, bool(p.get("keepdims", False))
+    keepdims = p.get("keepdims", False)  # numpy's positional default is <no value>
+    return p, axes, keepdims is not _NoValue and bool(keepdims)
 
 
 def _where(p: dict) -> Any:
     w = p.get("where", _NoValue)
     return None if w is _NoValue or w is None or w is True else np.asarray(w)
+
+
+# -- a traced initial= value --------------------------------------------------------------
+# ``np.sum(x, initial=i)`` is ``np.sum(x) + i``, ``np.prod(x, initial=i)`` is
+# ``np.prod(x) * i``, ``np.max(x, initial=i)`` is ``np.maximum(np.max(x, initial=-inf), i)``:
+# with a traced ``i`` the call is rewritten so, and ``i`` gets its derivative.
+
+_INITIAL_NAMES: dict[Any, tuple[str, ...]] = {}
+_INITIAL_FORMS: dict[Any, tuple[Any, float]] = {}
+for _fs, _combine, _identity in (
+    ((np.sum, np.nansum), np.add, 0.0),
+    ((np.prod, np.nanprod), np.multiply, 1.0),
+    ((np.max, np.amax), np.maximum, -np.inf),
+    ((np.min, np.amin), np.minimum, np.inf),
+    ((np.nanmax,), np.fmax, -np.inf),
+    ((np.nanmin,), np.fmin, np.inf),
+):
+    for _f in _fs:
+        _INITIAL_FORMS[_f] = (_combine, _identity)
+        _INITIAL_NAMES[_f] = ("a", "axis", "out", "keepdims", "initial", "where") if \
+            _combine in (np.maximum, np.minimum, np.fmax, np.fmin) else \
+            ("a", "axis", "dtype", "out", "keepdims", "initial", "where")
+
+
+def with_traced_initial(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``func(*args, **kwargs)`` rewritten when its ``initial=`` is traced; None otherwise."""
+    if not any(isinstance(v, Traced) for v in args[1:]) and \
+            not any(isinstance(v, Traced) for v in kwargs.values()):
+        return None
+    p = bind(_INITIAL_NAMES[func], args, kwargs)
+    initial = p.get("initial", _NoValue)
+    if not isinstance(initial, Traced):
+        return None
+    if len(shape_of(initial)) != 0:
+        raise ValueError(f"np.{func.__name__}: initial= must be a scalar (numpy's rule), got "
+                         f"a traced value of shape {shape_of(initial)}.")
+    combine, identity = _INITIAL_FORMS[func]
+    p["initial"] = identity
+    a = p.pop("a")
+    return combine(func(a, **{k: v for k, v in p.items() if v is not _NoValue}), initial)
+
+
+def _initial_hook(func: Any, args: tuple, kwargs: dict) -> Any:
+    return with_traced_initial(func, args, kwargs)
+
+
+for _f in _INITIAL_FORMS:
+    register_function_hook(_f, _initial_hook)
 
 
 def _reduction_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any,
@@ -122,6 +175,10 @@ def _reduction_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any,
         return (g,) + (None,) * len(args)
 
     def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
+        if funcs[0] in _INITIAL_FORMS:
+            rewritten = with_traced_initial(funcs[0], (x,) + args, kwargs)
+            if rewritten is not None:
+                return rewritten
         p, axes, keepdims = _params(names, x, args, kwargs, default_axis)
         value = funcs[0](x.value, *args, **kwargs)
         w = weights(x.value, value, axes, keepdims, p)
@@ -182,10 +239,10 @@ def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) ->
 
 
 for _fs, _names, _axis in (
-    ((np.max, np.amax), _REDUCE_NAMES, None),
-    ((np.min, np.amin), _REDUCE_NAMES, None),
-    ((np.nanmax,), _REDUCE_NAMES, None),
-    ((np.nanmin,), _REDUCE_NAMES, None),
+    ((np.max, np.amax), _EXTREMUM_NAMES, None),
+    ((np.min, np.amin), _EXTREMUM_NAMES, None),
+    ((np.nanmax,), _EXTREMUM_NAMES, None),
+    ((np.nanmin,), _EXTREMUM_NAMES, None),
     ((np.maximum.reduce,), _UFUNC_REDUCE_NAMES, 0),
     ((np.minimum.reduce,), _UFUNC_REDUCE_NAMES, 0),
     ((np.fmax.reduce,), _UFUNC_REDUCE_NAMES, 0),
@@ -432,6 +489,8 @@ if hasattr(np, "cumulative_prod"):
 @tangent_rule(np.sum)
 def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
          initial: Any = _NoValue, where: Any = _NoValue) -> Any:
+    if keepdims is _NoValue:  # passed by position by a tape's replay
+        keepdims = False
     v = a.value
     p = a._p
     if (type(v) is np.ndarray and type(p) is np.ndarray and dtype is None and out is None
@@ -447,6 +506,8 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
             axes = normalize_axes_in_order(axis, nd, "sum")
         return Dual._make(np.add.reduce(v, axis=axis, keepdims=keepdims),
                           np.add.reduce(p, axis=axes, keepdims=keepdims), a.tag)
+    if isinstance(initial, Traced):
+        return with_traced_initial(np.sum, (a, axis, dtype, out, keepdims, initial, where), {})
     kw = {} if initial is _NoValue else {"initial": initial}
     if where is not _NoValue:  # a masked sum is the sum of the masked array
         return np.sum(np.where(where, a, 0.0), axis=axis, dtype=dtype, keepdims=keepdims, **kw)
@@ -463,6 +524,8 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
 @tangent_rule(np.mean)
 def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
           *, where: Any = _NoValue) -> Any:
+    if keepdims is _NoValue:
+        keepdims = False
     if where is not _NoValue:  # the masked sum over the number of entries kept
         mask = np.broadcast_to(np.asarray(where, dtype=np.float64), shape_of(a.value))
         count = np.sum(mask, axis=axis, keepdims=keepdims)

@@ -257,6 +257,8 @@ def _condition_first_rules(func: Any, build: Any) -> None:
         return (None, gather_gradient(grad, index, shape_of(x))) + (None,) * len(args)
 
     def tangent_impl(condition: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(x, Dual):  # only the condition is traced: it selects, no derivative
+            return func(value_of(condition), x, *args, **kwargs)
         index = build(condition, x.value, *args, **kwargs)
         value = func(value_of(condition), x.value, *args, **kwargs)
         return dual_or_value(value, gather_tangent(x.partials, index), x.tag)
@@ -274,13 +276,37 @@ _condition_first_rules(np.extract, lambda c, x: index_map(
 # -- finite parts, real parts -------------------------------------------------------------------
 
 
+_NAN_TO_NUM_NAMES = ("x", "copy", "nan", "posinf", "neginf")
+_NAN_TO_NUM_PICKS = {"nan": np.isnan, "posinf": np.isposinf, "neginf": np.isneginf}
+
+
 @gradient_rule(np.nan_to_num)
 def _nan_to_num(grad: Any, output: Any, x: Any, *args: Any, **kwargs: Any) -> tuple:
-    return (grad * np.isfinite(value_of(x)),) + (None,) * len(args)
+    # a replacement value (nan=, posinf=, neginf=) gets the gradient of the entries it fills
+    plain = value_of(x)
+    replaced = [unbroadcast(grad * _NAN_TO_NUM_PICKS[name](plain), shape_of(a))
+                if name in _NAN_TO_NUM_PICKS and a is not None and not isinstance(a, bool)
+                else None for name, a in zip(_NAN_TO_NUM_NAMES[1:], args)]
+    return (grad * np.isfinite(plain),) + tuple(replaced)
 
 
-@tangent_rule(np.nan_to_num)
+def _nan_to_num_where(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None,
+                      neginf: Any = None) -> Any:
+    """``np.nan_to_num`` as selections, for traced replacement values."""
+    info = np.finfo(np.result_type(value_of(x), np.float64) if np.isrealobj(value_of(x))
+                    else np.float64)
+    plain = value_of(x)
+    y = np.where(np.isposinf(plain), info.max if posinf is None else posinf, x)
+    y = np.where(np.isneginf(plain), info.min if neginf is None else neginf, y)
+    return np.where(np.isnan(plain), nan, y)
+
+
+@tangent_rule(np.nan_to_num, duals="any")
 def _nan_to_num_tangent(x: Any, *args: Any, **kwargs: Any) -> Any:
+    if any(innermost_tag([a]) is not None for a in args + tuple(kwargs.values())):
+        return _nan_to_num_where(x, *args, **kwargs)
+    if innermost_tag([x]) is None:
+        return np.nan_to_num(x, *args, **kwargs)
     value = np.nan_to_num(x.value, *args, **kwargs)
     return Dual._make(value, x.partials * _column(np.isfinite(value_of(x.value))), x.tag)
 

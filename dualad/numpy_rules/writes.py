@@ -27,8 +27,8 @@ for the reverse pass. Writing into a differentiated argument or into any other c
 node is a TypeError that says to allocate with ``np.empty_like`` / ``np.copy`` first;
 writing a traced value into a plain ``np.empty(n)`` array is a TypeError too (it would
 drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.forward_mode.dual`).
-``np.copyto``, ``np.put``, ``np.put_along_axis`` and ``np.fill_diagonal`` on a writable
-node are writes as well.
+``np.copyto``, ``np.put``, ``np.put_along_axis``, ``np.fill_diagonal``, ``np.putmask``
+and ``np.place`` on a writable node are writes as well.
 """
 
 from __future__ import annotations
@@ -199,7 +199,9 @@ register_function_hook(np.copy, _copy_handler)
 @gradient_rule(np.full_like)
 def _full_like(grad: Any, output: Any, a: Any, fill_value: Any, *args: Any,
                **kwargs: Any) -> tuple:
-    return (None, unbroadcast(grad, shape_of(fill_value))) + (None,) * len(args)
+    # the template gives only a shape and dtype: its gradient is zero
+    return (np.zeros(shape_of(a)), unbroadcast(grad, shape_of(fill_value))) + \
+        (None,) * len(args)
 
 
 # -- in-place numpy functions on writable nodes ----------------------------------------------
@@ -283,8 +285,55 @@ def _plan_fill_diagonal(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
     return p["a"], key, val
 
 
+def _cycled(values: Any, positions: Any, fname: str, any_written: bool) -> Any:
+    """``values.flat[positions % values.size]`` (numpy's repetition of short values)."""
+    flat = np.reshape(values, (-1,)) if len(shape_of(values)) else np.reshape(values, (1,))
+    n = shape_of(flat)[0]
+    if n == 0:
+        if any_written and fname == "place":
+            raise ValueError("np.place: cannot insert from an empty array (numpy's "
+                             "'Cannot insert from an empty array!'); pass at least one value.")
+        return None
+    return np.take(flat, positions % n)
+
+
+def _plan_putmask(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
+    """``np.putmask(a, mask, values)``: ``a.flat[i] = values.flat[i % n]`` where the
+    mask holds, as one masked write (the mask stays data: a tape recomputes it)."""
+    p = bind(("a", "mask", "values"), args, kwargs)
+    a, mask = p["a"], p["mask"]
+    shape = shape_of(a)
+    size = int(np.prod(shape, dtype=np.int64))
+    if int(np.prod(shape_of(mask), dtype=np.int64)) != size:
+        raise ValueError(f"np.putmask: the mask has shape {shape_of(mask)} but the array "
+                         f"has shape {shape}; they must have the same size.")
+    picked = _cycled(p["values"], np.arange(size), "putmask", True)
+    if picked is None:
+        return a, Ellipsis, a
+    return a, Ellipsis, np.where(np.reshape(mask, shape), np.reshape(picked, shape), a)
+
+
+def _plan_place(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
+    """``np.place(arr, mask, vals)``: the k-th True entry of the mask gets
+    ``vals.flat[k % n]`` (the positions are computed from the mask as data)."""
+    p = bind(("arr", "mask", "vals"), args, kwargs)
+    a, mask = p["arr"], p["mask"]
+    shape = shape_of(a)
+    size = int(np.prod(shape, dtype=np.int64))
+    if int(np.prod(shape_of(mask), dtype=np.int64)) != size:
+        raise ValueError(f"np.place: the mask has shape {shape_of(mask)} but the array "
+                         f"has shape {shape}; they must have the same size.")
+    flat_mask = np.reshape(mask, (-1,))
+    rank = np.cumsum(flat_mask) - 1  # which value each masked entry takes
+    picked = _cycled(p["vals"], np.maximum(rank, 0), "place", bool(np.any(value(flat_mask))))
+    if picked is None:
+        return a, Ellipsis, a
+    return a, Ellipsis, np.where(np.reshape(mask, shape), np.reshape(picked, shape), a)
+
+
 _PLANS = {np.copyto: _plan_copyto, np.put: _plan_put, np.put_along_axis: _plan_put_along_axis,
-          np.fill_diagonal: _plan_fill_diagonal}
+          np.fill_diagonal: _plan_fill_diagonal, np.putmask: _plan_putmask,
+          np.place: _plan_place}
 
 
 def _node_in_place(func: Any, args: tuple, kwargs: dict) -> None:

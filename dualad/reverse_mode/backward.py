@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Iterable
 from heapq import heappop, heappush
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..core.array_protocol import shape_of
 from ..core.dispatch import backward, forward, gradient
-from ..core.errors import RuleError, ShapeError
+from ..core.errors import DualadError, MissingRuleError, RuleError, ShapeError
 from ..core.operators import Method
 from .graph import (
     _OUTPUT_ITEM,
@@ -168,14 +169,40 @@ def _complex_for_real(g: Any, v: Any) -> bool:
 
 
 def _builtin_rule(op: Any, g: Any, output: Any, values: list, kwargs: dict) -> bool:
-    """Whether the gradient rule that ran is dualad's own (whose ``None`` for an argument
-    means a zero gradient: ``np.full_like``'s template) rather than a user's."""
+    """Whether the gradient rule that ran is dualad's own rather than a user's (the error
+    for its ``None`` for a traced argument says what is not differentiated)."""
     types = (type(op), type(g), type(output)) + tuple(map(type, values))
     return gradient.is_builtin_implementation(gradient.resolve(types))
 
 
+def _argument_name(op: Any, index: int) -> str:
+    """``'name'`` of positional argument ``index`` of ``op``'s function, when known."""
+    try:
+        params = [p for p in inspect.signature(getattr(op, "f", op)).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return f"'{params[index].name}' (argument {index})" if index < len(params) else \
+        f"argument {index}"
+
+
+def no_gradient_error(op: Any, index: int, values: list, builtin: bool) -> DualadError:
+    """The error for a rule's ``None`` gradient for an argument that depends on the
+    differentiated variables: the derivative is undefined there, never a silent zero."""
+    if builtin:
+        name = getattr(getattr(op, "f", None), "__name__", None) or repr(op)
+        return MissingRuleError(
+            f"dualad: {name} is not differentiated with respect to its "
+            f"{_argument_name(op, index)}, but a value that depends on the variables being "
+            f"differentiated was passed there; its derivative would be silently dropped. "
+            f"Pass a constant there (ad.value(...) drops the derivative deliberately), or "
+            f"write the computation with functions that differentiate it."
+        )
+    return _no_gradient_error(op, index, values)
+
+
 def _no_gradient_error(op: Any, index: int, values: list) -> RuleError:
-    """A rule returned ``None`` for an argument that depends on the differentiated
+    """A user's rule returned ``None`` for an argument that depends on the differentiated
     variables: the derivative is undefined there, never a silent zero."""
     kinds = ", ".join(type(v).__name__ for v in values)
     return RuleError(
@@ -270,8 +297,9 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                 _check_rule_result(node, result, values)
             for i, r in enumerate(result):
                 if r is None:
-                    if needs[i] and not _builtin_rule(op, g, output, values, kwargs):
-                        raise _no_gradient_error(op, i, values)
+                    if needs[i]:
+                        raise no_gradient_error(op, i, values,
+                                                _builtin_rule(op, g, output, values, kwargs))
                     continue
                 if not needs[i]:
                     continue

@@ -115,8 +115,11 @@ class AbstractNode(Traced, NumpyOverloads):
         return np.copy(self)
 
     def astype(self, dtype: Any, copy: bool = True, **kwargs: Any) -> Any:
-        """Float dtypes keep the derivative (a copy); other dtypes give the plain value."""
-        if np.dtype(dtype).kind == "f":
+        """Float dtypes keep the derivative (a copy, cast as numpy casts: ``np.astype``);
+        other dtypes give the plain value."""
+        if np.dtype(dtype).kind in "fc":
+            if np.dtype(dtype) != getattr(self._primal(), "dtype", np.dtype(float)):
+                return np.copy(np.astype(self, dtype))  # type: ignore[call-overload]
             return np.copy(self) if copy else self
         return np.asarray(value(self)).astype(dtype, **kwargs)
 
@@ -573,6 +576,8 @@ def _traced_keywords_positional(func: Any, args: tuple | list, kwargs: dict
         if name not in names:
             if any(p.kind == p.VAR_POSITIONAL for p in params) or not params:
                 continue  # e.g. np.einsum(..., out=): not a differentiable input
+            if getattr(getattr(v, "output", None), "dtype", np.dtype(float)).kind in "biu":
+                continue  # a mask or an index computed while a tape records: no gradient
             raise TypeError(
                 f"dualad: np.{getattr(func, '__name__', func)}(..., {name}=<traced value>): "
                 f"a traced value passed by this keyword would get no gradient; pass it "

@@ -73,7 +73,7 @@ class _Inputs:
         """One gradient tree per differentiated argument (zeros where unreached)."""
         trees = []
         for spec, vs, dtypes in zip(self.specs, self.variables, self.dtypes):
-            if spec is _PLAIN_LEAF:
+            if spec is _PLAIN_LEAF and dtypes[0] is None:  # a float64 leaf, as computed
                 v = vs[0]
                 g = leaf_grads.get(id(v))
                 if type(g) is np.ndarray and g.shape == v.value.shape:

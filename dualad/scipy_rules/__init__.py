@@ -19,4 +19,6 @@ Example:
     array([0.5, 0.5])
 """
 
+from . import _hints  # noqa: F401  (drop-in hints in the errors of traced scipy calls)
+
 __all__ = ["integrate", "linalg", "special", "stats"]

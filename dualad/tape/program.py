@@ -24,7 +24,7 @@ from ..core.errors import RuleError, ShapeError
 from ..core.tracing import apply_operator
 from ..core.unbroadcast import unbroadcast
 from ..derivatives.kinds import cotangent_term, rule_kinds
-from ..reverse_mode.backward import _NEEDS
+from ..reverse_mode.backward import _NEEDS, no_gradient_error
 
 __all__ = ["Operation", "GuardFailed", "guard_holds", "Program", "accumulate", "with_zeros"]
 
@@ -33,7 +33,7 @@ class Operation:
     """One recorded operation of a program."""
 
     __slots__ = ("op", "fn", "gfn", "rule", "template", "refs", "seqs", "kw", "kw_refs", "out",
-                 "differentiable", "guards", "multi", "shape", "arg_shapes")
+                 "differentiable", "guards", "multi", "shape", "arg_shapes", "real_args")
     op: Any  # the recorded call's Operator
     fn: Callable[..., Any]  # its forward implementation, resolved when recorded
     gfn: Callable[..., Any] | None  # its gradient rule (None for a value-only operation)
@@ -49,6 +49,7 @@ class Operation:
     multi: bool  # the result is a tuple or list of values
     shape: tuple[int, ...] | None
     arg_shapes: list[tuple[int, ...] | None]
+    real_args: tuple  # ((position, None or item indices), ...): real parts of gradients
 
     def args(self, slots: list[Any]) -> list[Any]:
         args = self.template.copy()
@@ -192,11 +193,42 @@ class Program:
                 special = None
                 if e.rule is not None and not e.kw_refs and not e.seqs:
                     special = _elementwise_gradient(e.rule, needs, e.arg_shapes, e.shape)
-                steps.append((index, e, needs, targets, seq_targets,
-                              special or e.gfn, special is None))
+                gfn = special or e.gfn
+                if e.real_args:
+                    gfn = _real_parts(gfn, e.real_args)
+                steps.append((index, e, needs, targets, seq_targets, gfn, special is None))
         steps.reverse()
         self._plans[wanted] = steps
         return steps
+
+    def _learn_real_parts(self, e: Operation, result: tuple, args: list[Any], targets: list,
+                          seq_targets: list) -> tuple:
+        """On a checked sweep: a rule that gives a complex gradient for a real argument (an
+        inverse FFT of a real input, say) has its real part taken, from now on too (the
+        plans are rebuilt with the projection; dtypes are fixed per recording)."""
+        found: list[tuple[int, Any]] = []
+        for pos, _s in targets:
+            r = result[pos]
+            if r is not None and _complex_value(r) and not _complex_value(args[pos]):
+                found.append((pos, None))
+        for pos, live in seq_targets:
+            items = tuple(j for j, _s in live if result[pos][j] is not None
+                          and _complex_value(result[pos][j])
+                          and not _complex_value(args[pos][j]))
+            if items:
+                found.append((pos, items))
+        if not found:
+            return result
+        merged = dict(e.real_args)
+        for pos, items in found:
+            if pos in merged and merged[pos] is not None and items is not None:
+                merged[pos] = tuple(sorted(set(merged[pos]) | set(items)))
+            elif pos not in merged:
+                merged[pos] = items
+        e.real_args = tuple(merged.items())
+        self._plans.clear()
+        self.compiled = {k: v for k, v in self.compiled.items() if k == "value"}
+        return real_parts(result, tuple(found))
 
     def sweep(self, seeds: list[tuple[int, Any]], slots: list[Any], kept: list[Any],
               wanted: tuple[int, ...], traced: bool) -> list[Any]:
@@ -217,6 +249,8 @@ class Program:
                 if traced:
                     _NEEDS.value = needs
                     result = gradient_rules(e.op, g, out, *args, **e.kwargs(slots))
+                    if e.real_args:
+                        result = real_parts(result, e.real_args)
                 else:
                     if tell_needs:
                         _NEEDS.value = needs
@@ -226,12 +260,17 @@ class Program:
                         result = gfn(g, out, *args)
                 if check:
                     _check_result(e, result, args, targets, traced)
+                    result = self._learn_real_parts(e, result, args, targets, seq_targets)
                 for pos, s in targets:
                     r = result[pos]
                     if r is not None:
                         prev = grads[s]
                         grads[s] = r if prev is None else accumulate(prev, r)
+                    elif check:
+                        raise _none_for_traced(e, pos, args)
                 for pos, live in seq_targets:
+                    if result[pos] is None:
+                        raise _none_for_traced(e, pos, args)
                     for j, s in live:
                         r = result[pos][j]
                         if r is not None:
@@ -243,6 +282,13 @@ class Program:
             self.checked = True
         return [grads[s] for s in wanted]
 
+
+
+def _complex_value(v: Any) -> bool:
+    if type(v) is complex:
+        return True
+    dtype = getattr(plain_value(v), "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "c"
 
 
 def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
@@ -287,6 +333,41 @@ def _elementwise_gradient(rule: Any, needs: list[bool], arg_shapes: list[Any],
             result[i] = r if same else unbroadcast(r, shape)
         return tuple(result)
 
+    return gradient
+
+
+def _none_for_traced(e: Operation, pos: int, args: list[Any]) -> Exception:
+    """A rule gave no gradient for an argument computed from the inputs (never a silent
+    zero): the error reverse mode raises."""
+    builtin = gradient_rules.is_builtin_implementation(getattr(e.gfn, "func", e.gfn))
+    return no_gradient_error(e.op, pos, args, builtin)
+
+
+def real_parts(result: tuple, real_args: tuple[tuple[int, Any], ...]) -> tuple:
+    """``result`` with the real part taken of each gradient of a real argument: a real
+    value has a real gradient even where complex intermediates carried it (as the reverse
+    pass of :mod:`dualad.reverse_mode.backward` does). ``real_args`` lists ``(position,
+    None)`` for a real argument, ``(position, items)`` for the real items of a list."""
+    result = list(result)
+    for pos, items in real_args:
+        r = result[pos]
+        if r is None:
+            continue
+        if items is None:
+            if np.iscomplexobj(r):
+                result[pos] = np.real(r)
+        else:
+            r = list(r)
+            for j in items:
+                if r[j] is not None and np.iscomplexobj(r[j]):
+                    r[j] = np.real(r[j])
+            result[pos] = r
+    return tuple(result)
+
+
+def _real_parts(gfn: Callable[..., tuple], real_args: tuple) -> Callable[..., tuple]:
+    def gradient(*args: Any, **kwargs: Any) -> tuple:
+        return real_parts(gfn(*args, **kwargs), real_args)
     return gradient
 
 

@@ -23,7 +23,7 @@ from ..core.arguments import value as plain_value
 from ..core.array_protocol import lift_object_array, shape_of, value_observer
 from ..core.dispatch import forward as forward_rules
 from ..core.dispatch import gradient as gradient_rules
-from ..core.operators import Operator
+from ..core.operators import Method, Operator
 from ..core.tracing import Traced
 from ..core.trees import tree_flatten
 from ..derivatives.registry import get_rule, operator_type
@@ -99,6 +99,14 @@ def _read(node: ValueNode, kind: str, outcome: Any) -> Any:
 _WRAPPED_RESULTS = (np.ndarray, np.generic, bool)
 
 
+def item_of(outputs: tuple, index: int) -> Any:
+    """Item ``index`` of a recorded tuple of index arrays."""
+    return outputs[index]
+
+
+_ITEM = Method.instance(item_of)
+
+
 def _state(a: Any) -> Any:
     """A writable node's current contents (later writes must not change what was read)."""
     if type(a) is MutableNode:
@@ -123,11 +131,27 @@ class Recorder:
         self.guard(node, "bool", outcome)
 
     def on_result(self, op: Operator, args: tuple, kwargs: dict, out: Any, level: int) -> Any:
-        if level != self.level or not isinstance(out, _WRAPPED_RESULTS):
+        if level != self.level:
+            return out
+        if type(out) is tuple and out and all(isinstance(o, (np.ndarray, np.generic))
+                                              for o in out):
+            return self.on_results(op, args, kwargs, out, level)
+        if not isinstance(out, _WRAPPED_RESULTS):
             return out
         args = tuple(_state(a) for a in args)
         kwargs = {k: _state(v) for k, v in kwargs.items()}
         return ValueNode.recorded(op, args, kwargs, out, level)
+
+    def on_results(self, op: Operator, args: tuple, kwargs: dict, out: tuple, level: int
+                   ) -> tuple:
+        """A tuple of index arrays or numbers (``np.nonzero``, ``np.where(cond)``,
+        ``np.unravel_index``): each item a value of the program, recomputed on replay, not
+        a constant of the recording."""
+        args = tuple(_state(a) for a in args)
+        kwargs = {k: _state(v) for k, v in kwargs.items()}
+        node = ValueNode.recorded(op, args, kwargs, out, level)
+        return tuple(ValueNode.recorded(_ITEM, (node, i), {}, o, level)
+                     for i, o in enumerate(out))
 
 
 def is_float_leaf(x: Any) -> bool:
@@ -203,6 +227,41 @@ def _encode(a: Any, slot_of: dict[int, int]) -> tuple[bool, Any]:
     return False, a
 
 
+def _is_complex(v: Any) -> bool:
+    """Whether ``v`` (a value, or a list / tuple of values) holds complex numbers."""
+    if type(v) in (list, tuple):
+        return any(_is_complex(item) for item in v)
+    v = plain_value(v)
+    dtype = getattr(v, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype.kind == "c"
+    return isinstance(v, complex)
+
+
+def _real_args(e: Operation, values: list[Any], output: Any) -> tuple:
+    """The recorded arguments of ``e`` that are real where the call involves complex
+    values (its output or another argument): their gradients are real parts."""
+    outs = output if isinstance(output, (tuple, list)) else (output,)
+    items: list[tuple[int, Any]] = []
+    involved = any(_is_complex(o) for o in outs)
+    refs = {pos for pos, _ in e.refs}
+    seqs = {pos: [j for j, _ in its] for pos, _, its in e.seqs}
+    for pos, v in enumerate(values):
+        if pos in refs:
+            if _is_complex(v):
+                involved = True
+            else:
+                items.append((pos, None))
+        elif pos in seqs:
+            real = [j for j in seqs[pos] if not _is_complex(v[j])]
+            involved = involved or len(real) < len(seqs[pos])
+            if real:
+                items.append((pos, tuple(real)))
+        elif _is_complex(v):
+            involved = True
+    return tuple(items) if involved else ()
+
+
 def build_program(key: Any, level: int, variables: list[Variable], input_leaves: list[int],
                    out: Any, recorder: Recorder) -> Program:
     out_leaves, out_spec = tree_flatten(out)
@@ -268,6 +327,7 @@ def build_program(key: Any, level: int, variables: list[Variable], input_leaves:
         e.guards = tuple(guards)
         e.arg_shapes = [shape_of(v) if not isinstance(v, (list, tuple)) else None
                         for v in values]
+        e.real_args = _real_args(e, values, node.output) if e.differentiable else ()
         e.out = n
         if not e.differentiable:
             value_only.add(n)

@@ -51,7 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arguments import as_differentiable, normalize_argnums, to_user
+from ..core.arguments import (
+    as_differentiable,
+    as_dtype,
+    derivative_dtype,
+    guard_opaque_calls,
+    normalize_argnums,
+    to_user,
+)
 from ..core.arguments import value as plain_value
 from ..core.array_protocol import shape_of, value_observer
 from ..core.errors import ShapeError
@@ -133,7 +140,7 @@ class Tape:
                 ranges.append((n, n + 1))
                 leaves.append(a)
                 specs.append(None)
-                key_parts.append(a.shape)
+                key_parts.append(a.shape if a.dtype.kind == "f" else (a.shape, "complex"))
                 inputs.append(n)
                 continue
             if t is float:
@@ -155,7 +162,9 @@ class Tape:
                 if is_float_leaf(leaf):
                     if isinstance(leaf, Traced):
                         traced = True
-                    key_parts.append(shape_of(leaf))
+                    shape = shape_of(leaf)
+                    key_parts.append((shape, "complex") if np.iscomplexobj(plain_value(leaf))
+                                     else shape)
                     inputs.append(i)
                 else:
                     key_parts.append(constant_key(leaf))
@@ -178,7 +187,8 @@ class Tape:
         recorder = Recorder(level)
         token = value_observer.set(recorder)
         try:
-            out = self.f(*tree_unflatten(spec, leaves))
+            out = guard_opaque_calls(self.f, f"record({self.__name__})")(
+                *tree_unflatten(spec, leaves))
         finally:
             value_observer.reset(token)
         if out is None or isinstance(out, (str, bytes)):
@@ -217,6 +227,7 @@ class Tape:
     @staticmethod
     def _describe(key: Any) -> str:
         shapes = [k if isinstance(k, tuple) and all(isinstance(d, int) for d in k)
+                  else f"{k[0]} (complex)" if isinstance(k, tuple) and k[1:] == ("complex",)
                   else "a constant" for k in key[0]]
         return "leaf shapes " + ", ".join(map(str, shapes))
 
@@ -332,8 +343,9 @@ class Tape:
                 f"{shape_of(outs[0])}; reduce it (e.g. np.sum) or use .vjp for non-scalar "
                 f"outputs.")
         if r.found is not None:
-            grads = [g if type(g) is np.ndarray else _finish(g, program.input_shapes[s])
-                     for g, s in zip(r.found, program.wanted[nums, False])]
+            grads = [as_dtype(g if type(g) is np.ndarray else
+                              _finish(g, program.input_shapes[s]), derivative_dtype(args[i]))
+                     for g, s, i in zip(r.found, program.wanted[nums, False], nums)]
             return to_user(outs[0]), (grads[0] if single else tuple(grads))
         if r.grads is None:
             is_slot, s = program.outputs[0]
@@ -489,7 +501,7 @@ class Tape:
                     g = np.zeros(shape)
                 elif not isinstance(g, Traced) and shape_of(g) != shape:
                     g = np.broadcast_to(g, shape)
-                items.append(to_user(g))
+                items.append(as_dtype(to_user(g), derivative_dtype(r.leaves[leaf])))
             if r.specs[i] is None:
                 results.append(items[0])
             else:
