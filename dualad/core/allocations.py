@@ -115,34 +115,50 @@ def promoting(f: Callable[..., Any]) -> Callable[..., Any]:
     """
     if getattr(f, _STRICT_ATTRIBUTE, None) is not None:
         return f
-    key = _decision_key(f)
-    views: list[Any] = []
+    return _Promoting(f)
 
-    @functools.wraps(f)
-    def call(*args: Any, **kwargs: Any) -> Any:
+
+class _Promoting:
+    """The function :func:`promoting` returns (pickles as ``promoting(f)``). Its state is
+    in slots, so wrappers made with ``functools.wraps`` copy only the marker and names."""
+
+    __slots__ = ("f", "key", "view", "__dict__")
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, f)
+        self.f = f
+        self.key = _decision_key(f)
+        self.view: Any = None
+        setattr(self, _STRICT_ATTRIBUTE, "promote")
+
+    def __reduce__(self) -> tuple:
+        return promoting, (self.f,)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:  # as a method, like a function
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key = self.key
         promote = key is not None and _promoted.get(key, False)
         if not promote:
             try:
-                return f(*args, **kwargs)
+                return self.f(*args, **kwargs)
             except (TypeError, ValueError) as e:
                 if not _conversion_failure(e):
                     raise
         proto = innermost(args, kwargs)
         if proto is None:
             proto = _first_traced_leaf(args, kwargs)
-        if not views:
-            views.append(_rewrite_callable(f))
+        if self.view is None:
+            self.view = _rewrite_callable(self.f)
         token = _prototype.set(proto)
         try:
-            out = views[0](*args, **kwargs)
+            out = self.view(*args, **kwargs)
         finally:
             _prototype.reset(token)
         if not promote and key is not None:
             _promoted[key] = True
         return out
-
-    setattr(call, _STRICT_ATTRIBUTE, "promote")
-    return call
 
 
 _promoted: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
