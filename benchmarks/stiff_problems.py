@@ -10,7 +10,8 @@ reaction-diffusion PDE (Hairer & Wanner II, section IV.1). Each problem has
   unpacking), valid Numba code for the small ones, so ``numba.njit(rhs)`` is the same
   model compiled;
 * ``jnp_rhs(xp)``: the same model in functional form (``xp.stack``), for jax;
-* ``jac(t, y)``: the Jacobian written by hand (dense, or ``scipy.sparse`` for the PDEs).
+* ``jac(t, y)``: the Jacobian written by hand (dense, or ``scipy.sparse`` for the PDEs);
+* for the two PDEs, ``loop_rhs``: the same model as loops, as ``@njit`` code is written.
 
 Example:
     >>> from benchmarks.stiff_problems import PROBLEMS
@@ -346,6 +347,22 @@ def bruss1d_jac(t, y):
                         shape=(2 * n, 2 * n))
 
 
+def bruss1d_loop(t, y):
+    """The same model as an ``@njit`` author writes it: one loop over the grid."""
+    n = y.shape[0] // 2
+    c = _ALPHA1 * (n + 1) ** 2
+    f = np.empty(2 * n)
+    for i in range(n):
+        u, v = y[2 * i], y[2 * i + 1]
+        ul = y[2 * i - 2] if i > 0 else 1.0
+        vl = y[2 * i - 1] if i > 0 else 3.0
+        ur = y[2 * i + 2] if i < n - 1 else 1.0
+        vr = y[2 * i + 3] if i < n - 1 else 3.0
+        f[2 * i] = 1.0 + u * u * v - 4.0 * u + c * (ul - 2.0 * u + ur)
+        f[2 * i + 1] = 3.0 * u - u * u * v + c * (vl - 2.0 * v + vr)
+    return f
+
+
 def bruss1d_y0(n: int = BRUSS1D_N) -> np.ndarray:
     x = np.arange(1, n + 1) / (n + 1)
     y = np.empty(2 * n)
@@ -409,6 +426,26 @@ def bruss2d_jac(t, y):
                           format="csc")
 
 
+def bruss2d_loop(t, y):
+    """The same model as an ``@njit`` author writes it: loops over the grid."""
+    n2 = y.shape[0] // 2
+    n = int(round(n2 ** 0.5))
+    c = _ALPHA2 * n * n
+    dydt = np.empty(2 * n2)
+    for i in range(n):
+        for j in range(n):
+            k = i * n + j
+            up, down = ((i - 1) % n) * n + j, ((i + 1) % n) * n + j
+            left, right = i * n + (j - 1) % n, i * n + (j + 1) % n
+            u, v = y[k], y[n2 + k]
+            lap_u = y[up] + y[down] + y[left] + y[right] - 4.0 * u
+            lap_v = y[n2 + up] + y[n2 + down] + y[n2 + left] + y[n2 + right] - 4.0 * v
+            uuv = u * u * v
+            dydt[k] = 1.0 + uuv - 4.4 * u + c * lap_u
+            dydt[n2 + k] = 3.4 * u - uuv + c * lap_v
+    return dydt
+
+
 def bruss2d_y0(n: int = BRUSS2D_N) -> np.ndarray:
     x = np.arange(n) / n
     xx, yy = np.meshgrid(x, x, indexing="ij")
@@ -435,6 +472,12 @@ class Problem:
     atol: float = 1e-10
     sparse: bool = False
     style: str = ""
+    loop_rhs: Callable[..., Any] | None = None  # the model as an @njit loop, if rhs is not
+
+    @property
+    def njit_source(self) -> Callable[..., Any]:
+        """The plain function that ``numba.njit`` compiles for the compiled rows."""
+        return self.rhs if self.loop_rhs is None else self.loop_rhs
 
     @property
     def n(self) -> int:
@@ -460,8 +503,9 @@ PROBLEMS = [
             style="tuple unpacking, np.array([...]) of scalars"),
     Problem(f"Brusselator 1-D ({2 * BRUSS1D_N} states)", bruss1d, bruss1d_xp, bruss1d_jac,
             bruss1d_y0(), (0.0, 10.0), atol=1e-8, sparse=True,
-            style="np.empty with strided writes (f[0::2] = ...) and += on strides"),
+            style="np.empty with strided writes (f[0::2] = ...) and += on strides",
+            loop_rhs=bruss1d_loop),
     Problem(f"Brusselator 2-D ({2 * BRUSS2D_N ** 2} states)", bruss2d, bruss2d_xp,
             bruss2d_jac, bruss2d_y0(), (0.0, 1.5), atol=1e-8, sparse=True,
-            style="np.empty filled by two slice writes"),
+            style="np.empty filled by two slice writes", loop_rhs=bruss2d_loop),
 ]

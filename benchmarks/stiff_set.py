@@ -43,7 +43,7 @@ def _compiled(problem):
     if hasattr(ad, "jit"):
         return ad.jit(ad.ode_jacobian(problem.rhs))
     numba = require("numba")
-    return ad.ode_jacobian(numba.njit(problem.rhs))
+    return ad.ode_jacobian(numba.njit(problem.njit_source))
 
 
 def _jax(problem):
