@@ -42,7 +42,8 @@ def _compiled(problem):
     ad = require_dualad()
     if hasattr(ad, "jit"):
         return ad.jit(ad.ode_jacobian(problem.rhs))
-    numba = require("numba")
+    import numba
+
     return ad.ode_jacobian(numba.njit(problem.njit_source))
 
 
