@@ -59,7 +59,7 @@ def _mapped_leaves(args: tuple, axes: list[Any], fname: str) -> tuple[list, list
     leaves_of, axes_of, size = [], [], None
     for position, (arg, axis) in enumerate(zip(args, axes)):
         leaves, spec = tree_flatten(arg)
-        leaf_axes = []
+        leaf_axes: list[int | None] = []
         for leaf in leaves:
             if axis is None:
                 leaf_axes.append(None)

@@ -221,7 +221,7 @@ def _is_float(dtype: Any) -> bool:
         return False
 
 
-def zeros(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None) -> Any:
+def zeros(shape: Any, dtype: Any = float, order: Any = "C", *, like: Any = None) -> Any:
     """``np.zeros``; inside a transform, a float buffer that can hold derivatives."""
     proto = _prototype.get()
     if proto is None or like is not None or not _is_float(dtype):
@@ -229,7 +229,7 @@ def zeros(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None)
     return np.zeros_like(proto, dtype=dtype, order=order, shape=shape)
 
 
-def empty(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None) -> Any:
+def empty(shape: Any, dtype: Any = float, order: Any = "C", *, like: Any = None) -> Any:
     """``np.empty``; inside a transform, a (zero-filled) float buffer for derivatives."""
     proto = _prototype.get()
     if proto is None or like is not None or not _is_float(dtype):
@@ -237,7 +237,7 @@ def empty(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None)
     return np.zeros_like(proto, dtype=dtype, order=order, shape=shape)
 
 
-def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None) -> Any:
+def ones(shape: Any, dtype: Any = None, order: Any = "C", *, like: Any = None) -> Any:
     """``np.ones``; inside a transform, a float buffer that can hold derivatives."""
     proto = _prototype.get()
     if proto is None or like is not None or not _is_float(float if dtype is None else dtype):
@@ -246,7 +246,7 @@ def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None) -
                         shape=shape)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
+def full(shape: Any, fill_value: Any, dtype: Any = None, order: Any = "C", *,
          like: Any = None) -> Any:
     """``np.full``; inside a transform, a float buffer that can hold derivatives."""
     proto = _prototype.get()
