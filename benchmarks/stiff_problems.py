@@ -270,25 +270,25 @@ def e5_jac(t, y):
     return j
 
 
-# -- Van der Pol, mu = 1e3 (Hairer & Wanner II, IV.1, unscaled) -------------------------------
+# -- Van der Pol, mu = 1e3 (Hairer & Wanner II, IV.1, unscaled): y1'' = mu (1 - y1^2) y1' - y1 --
 
 _MU = 1.0e3
 
 
 def vanderpol(t, y):
     y1, y2 = y
-    return np.array([y2, _MU * ((1.0 - y1 * y1) * y2 - y1)])
+    return np.array([y2, _MU * (1.0 - y1 * y1) * y2 - y1])
 
 
 def vanderpol_xp(xp):
     def f(t, y):
-        return xp.stack([y[1], _MU * ((1.0 - y[0] * y[0]) * y[1] - y[0])])
+        return xp.stack([y[1], _MU * (1.0 - y[0] * y[0]) * y[1] - y[0]])
     return f
 
 
 def vanderpol_jac(t, y):
     y1, y2 = y
-    return np.array([[0.0, 1.0], [_MU * (-2.0 * y1 * y2 - 1.0), _MU * (1.0 - y1 * y1)]])
+    return np.array([[0.0, 1.0], [-2.0 * _MU * y1 * y2 - 1.0, _MU * (1.0 - y1 * y1)]])
 
 
 # -- 1-D Brusselator, reaction-diffusion (Hairer & Wanner II, IV.1, eq. (1.6')) ---------------
