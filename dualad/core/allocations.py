@@ -369,7 +369,7 @@ class _GlobalsView(dict):
         self.seen[name] = (value, seen)
         return seen
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         try:
             return self[name]
         except KeyError:
