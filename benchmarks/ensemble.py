@@ -3,9 +3,11 @@
 The Jacobian of an ODE right-hand side (Lorenz-96, 40 states) at 1,000 states, e.g. for
 a sensitivity study or an ensemble Kalman filter: an in-process loop (the baseline)
 against ``Client.map`` on a ``LocalCluster`` of 1 and 2 worker processes (one thread
-each). The states are sent in batches (one task per batch): a task costs about a
-millisecond of scheduling, more than one small Jacobian, so per-state tasks (100 of them,
-scaled to the ensemble) are shown once for comparison. Times are per Jacobian (wall time of the whole ensemble / 1,000);
+each). The states are sent in batches (one task per batch, ``ad.vmap`` inside): a task
+costs about a millisecond of scheduling, more than one small Jacobian, so the number of
+tasks comes from a measurement (the loop's time per Jacobian and a no-op task's round
+trip on the cluster; see ``batch_count``); per-state tasks (100 of them, scaled to the
+ensemble) are shown once for comparison. Times are per Jacobian (wall time of the whole ensemble / 1,000);
 "Jacobians/s" is the throughput. The cluster's start-up (seconds) is not timed: it is paid
 once per session. A real cluster runs the same code with ``Client("scheduler-address")``.
 
@@ -45,8 +47,35 @@ def _batches(items, n_batches):
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+def batch_count(per_item: float, n_items: int, n_workers: int, per_task: float) -> int:
+    """How many tasks to split the ensemble into, from measured times (seconds).
+
+    Each task should take at least 20 task overheads (so scheduling costs under 5%), and
+    every worker gets the same number of tasks (at least one; at most 4, for balance).
+    """
+    total = per_item * n_items
+    tasks = int(total / (20.0 * per_task)) // n_workers * n_workers
+    return max(n_workers, min(tasks, 4 * n_workers, n_items))
+
+
 def _jacobian_batch(jac, batch):
-    return [jac(0.0, y) for y in batch]
+    import dualad as ad
+
+    return ad.vmap(jac, in_axes=(None, 0))(0.0, np.asarray(batch))
+
+
+def _noop(x):
+    return x
+
+
+def task_overhead(client, n_workers, rounds=3):
+    """Seconds per small task round trip on this cluster (the best of a few rounds)."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        client.gather(client.map(_noop, range(4 * n_workers), pure=False))
+        best = min(best, (time.perf_counter() - t0) / (4 * n_workers) * n_workers)
+    return best
 
 
 def _row(method, kind, seconds, workers, extra=None):
@@ -73,6 +102,7 @@ def run(quick: bool = False) -> list[Row]:
         [jac(0.0, y) for y in states]
         seconds.append(time.perf_counter() - t0)
     rows.append(_row("in-process loop", BASELINE, seconds, 0))
+    per_state = min(seconds) / N_STATES
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:
@@ -88,7 +118,9 @@ def run(quick: bool = False) -> list[Row]:
                               dashboard_address=None, silence_logs=logging.CRITICAL
                               ) as cluster, Client(cluster) as client:
                 jac_remote = client.scatter(jac, broadcast=True)
-                batches = _batches(states, 4 * n_workers)
+                overhead = task_overhead(client, n_workers)
+                batches = _batches(states, batch_count(per_state, N_STATES, n_workers,
+                                                       overhead))
                 client.gather(client.map(_jacobian_batch, [jac_remote] * len(batches),
                                          batches, pure=False))  # warm the workers up
                 seconds = []
@@ -98,9 +130,11 @@ def run(quick: bool = False) -> list[Row]:
                                          batches, pure=False)
                     results = [j for batch in client.gather(futures) for j in batch]
                     seconds.append(time.perf_counter() - t0)
+                extra = {"task overhead": f"{overhead * 1e3:.1f} ms"}
                 err = max(float(np.max(np.abs(a - b))) for a, b in zip(results, reference))
                 rows.append(_row(method, DUALAD, seconds, n_workers,
-                                 {"tasks": str(len(batches)), "max abs diff": f"{err:.1e}"}))
+                                 {"tasks": str(len(batches)), "max abs diff": f"{err:.1e}",
+                                  **extra}))
                 if n_workers == 2:  # 100 single-state tasks, scaled to the ensemble
                     some = states[:PER_STATE_TASKS]
                     t0 = time.perf_counter()

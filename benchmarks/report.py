@@ -244,7 +244,13 @@ def markdown(rows, modules, machine, *, quick, elapsed, argv=None,
     ]
     if notes():
         out += ["Notes:", "", *[f"- {n}" for n in notes()], ""]
-    for name, group in by_benchmark(rows).items():
+    opened = False
+    for name, group in _simulation_first(by_benchmark(rows)).items():
+        if name in _SIMULATION and not opened:
+            opened = True
+            out += ["## Simulation", "",
+                    "Stiff and PDE right-hand sides: the public stiff test set first, then "
+                    "dualad's own models.", ""]
         mod = modules.get(name)
         title = getattr(mod, "TITLE", name)
         out += [f"## {name}: {title}", ""]
@@ -256,6 +262,23 @@ def markdown(rows, modules, machine, *, quick, elapsed, argv=None,
         if plots_dir is not None and _plottable(group):
             out += [f"![{name}: time over the baseline's, per method]({plots_dir}/{name}.png)", ""]
     return "\n".join(out)
+
+
+_SIMULATION = ("stiff_set", "lorenz96", "njit_lorenz96", "brusselator1d", "brusselator2d",
+               "stiff_ode", "sparse_brusselator", "ensemble")
+
+
+def _simulation_first(groups: dict[str, list[Row]]) -> dict[str, list[Row]]:
+    """The benchmarks in run order, the simulation ones together where the first of them
+    ran, the stiff test set opening them."""
+    names = list(groups)
+    sim = [n for n in _SIMULATION if n in groups]
+    if not sim:
+        return groups
+    at = min(names.index(n) for n in sim)
+    rest = [n for n in names if n not in sim]
+    order = rest[:at] + sim + rest[at:]
+    return {n: groups[n] for n in order}
 
 
 def _plottable(group: list[Row]) -> bool:

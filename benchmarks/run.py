@@ -21,6 +21,7 @@ NAMES = [
     "op_chain",
     "replay",
     "sigmoid",
+    "stiff_set",
     "lorenz96",
     "njit_lorenz96",
     "dual_overhead",

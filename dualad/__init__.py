@@ -13,8 +13,8 @@ import-linter contract in ``pyproject.toml`` and the README's layout table):
 * :mod:`dualad.scipy_rules` (scipy's names: special, stats, linalg, integrate) and
   :mod:`dualad.diagnostics` (gradcheck, taylor_test, to_dot);
 * :mod:`dualad.api` (transforms that combine the modes: jacobian, hessian, hvp),
-  :mod:`dualad.sparse` (colouring, compressed passes) and :mod:`dualad.tape` (recorded
-  programs);
+  :mod:`dualad.sparse` (colouring, compressed passes), :mod:`dualad.tape` (recorded
+  programs) and :mod:`dualad.vmap` (mapping over a batch axis);
 * :mod:`dualad.numpy_rules`: the derivative rules of numpy, one file per family;
 * :mod:`dualad.extend`: the rule writer's API (all that rules use);
 * :mod:`dualad.forward_mode` and :mod:`dualad.reverse_mode`: the two modes, and
@@ -63,6 +63,7 @@ from .sparse import color_columns, jacobian_sparsity, sparse_hessian, sparse_jac
 from .tape import Tape, TapeRetraceWarning, record
 from .tape.jit import JitError, JitFallbackWarning
 from .tape.jit import jit as _jit
+from .vmap import vmap
 
 __all__ = [
     "AbstractNode",
@@ -115,6 +116,7 @@ __all__ = [
     "value",
     "value_and_grad",
     "vjp",
+    "vmap",
 ]
 
 __version__ = "0.1.0"

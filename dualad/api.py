@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import njit as _njit
+from .core.allocations import allocation_policy
 from .core.arguments import Argnums, AuxOutput, guard_opaque_calls, normalize_argnums
 from .core.array_protocol import shape_of
 from .core.errors import ShapeError
@@ -36,7 +37,8 @@ MODES = ("auto", "forward", "reverse")
 
 def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
              chunk: int | None = None, has_aux: bool = False,
-             holomorphic: bool = False) -> Callable[..., Any]:
+             holomorphic: bool = False,
+             allocations: str = "promote") -> Callable[..., Any]:
     """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
 
     ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
@@ -52,6 +54,7 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         array([[ 1.38177329,  0.        ],
                [ 0.90929743, -0.41614684]])
     """
+    f = allocation_policy(f, allocations, "jacobian")
     if _njit.is_njit(f) and not has_aux:  # a numba.njit function: compiled dual numbers
         return _njit.jacobian(f, argnums, chunk=chunk)
     if mode not in MODES:
@@ -167,7 +170,8 @@ def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs
 
 
 def hessian(f: Callable[..., Any], argnums: Argnums = 0, *,
-            holomorphic: bool = False) -> Callable[..., Any]:
+            holomorphic: bool = False,
+            allocations: str = "promote") -> Callable[..., Any]:
     """The Hessian of a scalar-valued ``f``, shaped ``in.shape + in.shape``.
 
     Computed as forward over reverse (a forward-mode Jacobian of the gradient). With
@@ -183,6 +187,7 @@ def hessian(f: Callable[..., Any], argnums: Argnums = 0, *,
         >>> ad.hessian(lambda z: z ** 3, holomorphic=True)(1.0 + 1.0j)
         array(6.+6.j)
     """
+    f = allocation_policy(f, allocations, "hessian")
     fname = f"hessian({getattr(f, '__name__', 'f')})"
     if holomorphic:
         inner = grad(f, argnums, holomorphic=True)

@@ -6,6 +6,7 @@ Skipped when dask.distributed is missing (it is the optional ``distributed`` ext
 
 import logging
 import os
+import time
 
 import numpy as np
 import pytest
@@ -66,8 +67,12 @@ def test_unpickled_primitive_uses_its_rules_not_its_body():
     np.testing.assert_allclose(ad.grad(lambda v: np.sum(twice(v)))(x), expected)
 
 
+def _noop(x):
+    return x
+
+
 def _jacobians_with_pid(jac, states):
-    return os.getpid(), [jac(0.0, y) for y in states]
+    return os.getpid(), ad.vmap(jac, in_axes=(None, 0))(0.0, np.asarray(states))
 
 
 @pytest.mark.slow
@@ -84,8 +89,16 @@ def test_ensemble_on_two_worker_processes():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, silence_logs=logging.CRITICAL
                                   ) as cluster, distributed.Client(cluster) as client:
-        batches = [states[i::4] for i in range(4)]
-        futures = client.map(_jacobians_with_pid, [jac] * 4, batches, pure=False)
+        # batches sized from a measurement: each task >= 20 task round trips, 2+ per worker
+        t0 = time.perf_counter()
+        client.gather(client.map(_noop, range(4), pure=False))
+        per_task = (time.perf_counter() - t0) / 2
+        t0 = time.perf_counter()
+        _jacobians_with_pid(jac, states[:5])
+        per_state = (time.perf_counter() - t0) / 5
+        n_tasks = max(4, min(len(states), int(per_state * len(states) / (20 * per_task))))
+        batches = [states[i::n_tasks] for i in range(n_tasks)]
+        futures = client.map(_jacobians_with_pid, [jac] * n_tasks, batches, pure=False)
         results = client.gather(futures)
         grads = client.gather(client.map(grad, states[:8], pure=False))
         worker_pids = set(client.run(os.getpid).values())

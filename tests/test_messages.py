@@ -46,7 +46,8 @@ def test_errors_name_the_transform_called(name, call):
     lambda: ad.grad(lambda x: np.sum(x), has_aux=True)(np.ones(2)),
     lambda: ad.grad(lambda x: float(x) * x)(1.0),
     lambda: ad.jacobian(lambda x: float(x[0]) * x, mode="forward")(np.ones(2)),
-    lambda: ad.grad(lambda x: np.sum(np.empty(2).__setitem__(0, x[0]) or x))(np.ones(2)),
+    lambda: ad.grad(lambda x: np.sum(np.empty(2).__setitem__(0, x[0]) or x),
+                    allocations="strict")(np.ones(2)),
 ])
 def test_messages_use_user_facing_type_names(call):
     message = _message(call)

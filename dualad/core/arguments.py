@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .allocations import promoting
 from .array_protocol import object_holders_made
 from .errors import ConversionError, DualadError
 from .tracing import Traced, new_level
@@ -307,8 +308,11 @@ def guard_opaque_calls(f: Any, fname: str) -> Any:
     Compiled code (a C extension, ``scipy.ndimage``, Numba, Cython) sees a traced value as
     an array of Python objects and fails with its own message; the error is re-raised as a
     :class:`DualadError` that says what happened and how to fix it (``ad.primitive`` and
-    a rule, or the drop-in dualad offers for a scipy function).
+    a rule, or the drop-in dualad offers for a scipy function). Float allocations inside
+    ``f`` can hold derivatives (:mod:`dualad.core.allocations`) unless ``f`` was marked
+    ``allocations="strict"``.
     """
+    f = promoting(f)
 
     @functools.wraps(f)
     def call(*args: Any, **kwargs: Any) -> Any:

@@ -194,8 +194,10 @@ class NumpyOverloads:
         raise ConversionError(
             f"dualad: a traced value (shape {self.shape}) was converted to a plain "
             f"{np.dtype(dtype)} array, which would drop its derivative. This happens "
-            f"when writing it into a plain array (out = np.empty(n); out[i] = x): allocate "
-            f"with np.empty_like(x) / np.zeros_like(x) instead, and use numpy functions "
+            f"when writing it into a plain array (out = np.empty(n); out[i] = x) that dualad "
+            f"did not reach (a function called as an object's attribute, or "
+            f"allocations='strict'): allocate with np.empty_like(x) / np.zeros_like(x) "
+            f"instead, and use numpy functions "
             f"rather than math.*; or when a Python list of traced values is passed to a numpy "
             f"function that does not look inside lists (np.mean([a, b]), np.std, np.var, "
             f"np.median): make one array first, np.mean(np.stack([a, b])); or when a "
@@ -210,7 +212,8 @@ class NumpyOverloads:
             f"dualad: {call} of a traced value (shape {self.shape}) would drop its "
             f"derivative. Use numpy functions (np.sin, not math.sin; np.round, not round) "
             f"and keep values as arrays; to fill an array entry by entry allocate it with "
-            f"np.empty_like(x) / np.zeros_like(x), not np.empty(n); use ad.value(x) to read "
+            f"np.empty_like(x) / np.zeros_like(x), not np.empty(n) (dualad does that for "
+            f"functions it reaches by name, unless allocations='strict'); use ad.value(x) to read "
             f"the number deliberately (e.g. to print or log it). Comparisons (if x > 0:) "
             f"work as they are."
         )

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import njit as _njit
+from ..core.allocations import allocation_policy
 from ..core.arguments import (
     AuxOutput,
     as_differentiable,
@@ -115,7 +116,8 @@ def _result_leaf(x: Any) -> Any:
 
 
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], *,
-        has_aux: bool = False) -> tuple[Any, ...]:
+        has_aux: bool = False,
+        allocations: str = "promote") -> tuple[Any, ...]:
     """``(f(*primals), J @ tangents)`` in one forward pass.
 
     ``primals`` and ``tangents`` are tuples (or lists) of the same tree structure; each
@@ -127,6 +129,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
         >>> ad.jvp(lambda x, y: x * y, (2.0, 3.0), (1.0, 0.0))
         (array(6.), array(3.))
     """
+    f = allocation_policy(f, allocations, "jvp")
     if _njit.is_njit(f) and not has_aux:  # a numba.njit function: compiled dual numbers
         return _njit.jvp(f, primals, tangents)
     fname = f"jvp({getattr(f, '__name__', 'f')})"
@@ -194,7 +197,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     return tree_unflatten(spec, values), tree_unflatten(spec, tans)
 
 
-def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
+def derivative(f: Callable[..., Any], *,
+               allocations: str = "promote") -> Callable[..., Any]:
     """``df/dx`` for a scalar input ``x`` (the first argument), shaped like the output.
 
     For an array ``x`` and an elementwise ``f`` (output shaped like ``x``), the derivative
@@ -210,6 +214,7 @@ def derivative(f: Callable[..., Any]) -> Callable[..., Any]:
         >>> ad.derivative(np.tanh)(np.array([0.0, 1.0]))   # 1 - tanh(x) ** 2
         array([1.        , 0.41997434])
     """
+    f = allocation_policy(f, allocations, "derivative")
     if _njit.is_njit(f):  # a numba.njit function: compiled dual numbers
         return _njit.derivative(f)
     fname = f"derivative({getattr(f, '__name__', 'f')})"

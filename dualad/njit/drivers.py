@@ -32,7 +32,7 @@ from numba.core.errors import NumbaError
 
 from ..core.errors import DualadError, MissingRuleError
 from ..derivatives.registry import import_kernel_module, kernel_cache_directory
-from .dual_type import ERROR_MARKER
+from .dual_type import BUFFER_WRITE, ERROR_MARKER
 from .recompile import dual_version, source_fingerprint
 from .rule_overloads import rule_fingerprint
 
@@ -172,28 +172,71 @@ def _fingerprint(dispatcher: Any) -> str:
 
 def driver(dispatcher: Any, mode: str, *, nargs: int, seeded: tuple[tuple[str, int], ...],
            width: int, lifted: tuple[int, ...] = ()) -> Any:
-    """The compiled ``run`` of a driver for ``dispatcher`` (made, written and imported once)."""
+    """The compiled ``run`` of a driver for ``dispatcher`` (made, written and imported once).
+
+    When typing fails because the function writes a dual number into a float buffer
+    (``out = np.zeros(n); out[i] = ...``), the driver is made again from a dual version
+    whose float allocations are dual arrays (:mod:`dualad.njit.idioms`), and kept.
+    """
     rules = rule_fingerprint()
     key = (id(dispatcher), mode, nargs, seeded, width, lifted, rules)
     with _lock:
         entry = _DRIVERS.get(key)
         if entry is not None and entry[0] is dispatcher:
             return entry[1]
-        qualname = getattr(dispatcher.py_func, "__qualname__", "f")
-        # A function of no importable module (code run with exec) compiles afresh in each
-        # process: Numba cannot reload compiled code that refers to such a module.
-        cache = _importable(dispatcher.py_func)
-        source = driver_source(mode, nargs=nargs, seeded=seeded, width=width,
-                               lifted=lifted, qualname=qualname, cache=cache)
-        digest = hashlib.sha256()
-        for part in (FORMAT_VERSION, numba.__version__, np.__version__, sys.version,
-                     _fingerprint(dispatcher), rules, source):
-            digest.update(part.encode() + b"\0")
-        modname = f"dualad_njit_{digest.hexdigest()[:24]}"
-        module = import_kernel_module(source, modname, subdirectory="njit")
-        module.user = dual_version(dispatcher)
-        _DRIVERS[key] = (dispatcher, module.run)
-        return module.run
+        plain = _build(dispatcher, mode, nargs, seeded, width, lifted, rules, promote=False)
+
+    run = _PromotingRun(plain, lambda: _build(dispatcher, mode, nargs, seeded, width, lifted,
+                                              rules, promote=True))
+    with _lock:
+        _DRIVERS[key] = (dispatcher, run)
+    return run
+
+
+class _PromotingRun:
+    """A driver's ``run`` that switches, once, to the version with dual float buffers
+    when typing the plain one fails on a dual number written into a float buffer.
+    Other attributes (``stats``, ...) are the current dispatcher's."""
+
+    def __init__(self, plain: Any, build_promoted: Any) -> None:
+        self.current = plain
+        self.build_promoted = build_promoted
+        self.promoted = False
+
+    def __call__(self, *args: Any) -> Any:
+        if self.promoted:
+            return self.current(*args)
+        try:
+            return self.current(*args)
+        except NumbaError as exc:
+            if BUFFER_WRITE not in str(exc):
+                raise
+        with _lock:
+            if not self.promoted:
+                self.current = self.build_promoted()
+                self.promoted = True
+        return self.current(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.current, name)
+
+
+def _build(dispatcher: Any, mode: str, nargs: int, seeded: tuple, width: int,
+           lifted: tuple[int, ...], rules: str, *, promote: bool) -> Any:
+    qualname = getattr(dispatcher.py_func, "__qualname__", "f")
+    # A function of no importable module (code run with exec) compiles afresh in each
+    # process: Numba cannot reload compiled code that refers to such a module.
+    cache = _importable(dispatcher.py_func)
+    source = driver_source(mode, nargs=nargs, seeded=seeded, width=width,
+                           lifted=lifted, qualname=qualname, cache=cache)
+    digest = hashlib.sha256()
+    for part in (FORMAT_VERSION, numba.__version__, np.__version__, sys.version,
+                 _fingerprint(dispatcher), rules, source, "promote" if promote else ""):
+        digest.update(part.encode() + b"\0")
+    modname = f"dualad_njit_{digest.hexdigest()[:24]}"
+    module = import_kernel_module(source, modname, subdirectory="njit")
+    module.user = dual_version(dispatcher, width if promote else None)
+    return module.run
 
 
 def _importable(func: Any) -> bool:

@@ -41,6 +41,7 @@ from numba.extending import (
 )
 
 __all__ = [
+    "BUFFER_WRITE",
     "DualArrayType",
     "DualType",
     "CREATION_STANDINS",
@@ -61,6 +62,10 @@ __all__ = [
 #: Options of every overload: called from compiled code only, so no C or Python wrapper.
 OVERLOAD_OPTIONS = {"no_cfunc_wrapper": True}
 
+#: The start of the message of a dual number written into a float buffer: the drivers
+#: then compile a version whose float allocations are dual arrays.
+BUFFER_WRITE = "a dual number is written into"
+
 #: Prefix of dualad's own messages raised while Numba types a function; the transforms
 #: find it in Numba's error and raise it as a dualad error.
 ERROR_MARKER = "[dualad-njit] "
@@ -78,6 +83,15 @@ class DualType(types.Type):
         self.width = int(width)
         super().__init__(name=f"DualNumber(width={self.width})")
 
+    @property
+    def iterator_type(self) -> types.Type:
+        if self.ndim != 1:
+            raise user_error(f"iterating over a {self.ndim}-d array of dual numbers is not "
+                             f"supported; index its elements (x[i, j]) in a loop")
+        from .idioms import DualArrayIterType
+
+        return DualArrayIterType(self)
+
     def unify(self, typingctx, other):
         """A variable holding a plain number and later a dual number (``s = 0.0``,
         ``s += x[i]``) becomes a dual number."""
@@ -93,8 +107,9 @@ class DualType(types.Type):
         return None
 
 
-class DualArrayType(types.Type):
-    """An array of dual numbers: ``.values`` (ndim, C) and ``.partials`` (ndim + 1, C)."""
+class DualArrayType(types.IterableType):
+    """An array of dual numbers: ``.values`` (ndim, C) and ``.partials`` (ndim + 1, C).
+    A 1-d one iterates over its dual numbers (``y1, y2 = y``; see dualad.njit.idioms)."""
 
     def __init__(self, ndim: int, width: int, readonly: bool = False) -> None:
         self.ndim = int(ndim)
@@ -104,6 +119,15 @@ class DualArrayType(types.Type):
         self.partials_type = types.Array(types.float64, self.ndim + 1, "C")
         flag = ", readonly" if self.readonly else ""
         super().__init__(name=f"DualArray(ndim={self.ndim}, width={self.width}{flag})")
+
+    @property
+    def iterator_type(self) -> types.Type:
+        if self.ndim != 1:
+            raise user_error(f"iterating over a {self.ndim}-d array of dual numbers is not "
+                             f"supported; index its elements (x[i, j]) in a loop")
+        from .idioms import DualArrayIterType
+
+        return DualArrayIterType(self)
 
     def unify(self, typingctx, other):
         """A variable holding the (read-only) input or a new array is read-only."""
@@ -449,7 +473,7 @@ def _dual_array_getitem(a, i):
 def _dual_array_setitem(a, i, d):
     if isinstance(a, types.Array) and isinstance(d, DualType):
         raise user_error(
-            f"a dual number is written into {_describe(a)} (e.g. out = np.empty(n) or "
+            f"{BUFFER_WRITE} {_describe(a)} (e.g. out = np.empty(n) or "
             f"np.zeros(n), then out[i] = ...), which can only hold plain floats; allocate "
             f"the array from a differentiated argument instead: out = np.empty_like(x) or "
             f"np.zeros_like(x)"

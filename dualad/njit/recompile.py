@@ -33,26 +33,43 @@ from numba.core.registry import CPUDispatcher
 from ..core.operators import Operator
 from ..derivatives.registry import get_rule
 from .dual_type import CREATION_STANDINS
+from .idioms import ARRAY_STANDINS, allocation_standins
 from .rule_overloads import user_rule_stub
 
 __all__ = ["dual_version", "jit_options", "source_fingerprint"]
 
 _lock = threading.RLock()
-_VERSIONS: dict[int, tuple[Any, Any]] = {}  # id(dispatcher) -> (dispatcher, dual version)
+_VERSIONS: dict[Any, tuple[Any, Any]] = {}  # id(dispatcher)[, width] -> (dispatcher, version)
 _STUBS: dict[int, tuple[Any, Any, Any]] = {}  # id(global) -> (global, rule, stub)
 
 
-def _numpy_standin() -> pytypes.ModuleType:
+def _standins(width: int | None) -> dict[Any, Any]:
+    """numpy function -> its stand-in in a dual version (``width``: float allocations are
+    dual arrays of that width, see :mod:`dualad.njit.idioms`)."""
+    found = {**CREATION_STANDINS, **ARRAY_STANDINS}
+    if width is not None:
+        allocators = allocation_standins(width)
+        found.update({getattr(np, name): fn for name, fn in allocators.items()})
+    return found
+
+
+def _numpy_standin(width: int | None) -> pytypes.ModuleType:
     """A module like numpy whose array-creation functions are the dual-aware stand-ins."""
     module = pytypes.ModuleType("numpy")
     module.__dict__.update(np.__dict__)
-    for fn, standin in CREATION_STANDINS.items():
+    for fn, standin in _standins(width).items():
         setattr(module, fn.__name__, standin)
     return module
 
 
-_NUMPY = _numpy_standin()
-_STANDINS = {id(fn): standin for fn, standin in CREATION_STANDINS.items()}
+_NUMPY: dict[int | None, pytypes.ModuleType] = {}
+
+
+def _numpy_for(width: int | None) -> pytypes.ModuleType:
+    module = _NUMPY.get(width)
+    if module is None:
+        module = _NUMPY[width] = _numpy_standin(width)
+    return module
 
 
 def _names(code: pytypes.CodeType) -> Iterator[str]:
@@ -104,10 +121,15 @@ def _stub_for(obj: Any, rule: Any) -> Any:
     return stub
 
 
-def dual_version(dispatcher: CPUDispatcher) -> CPUDispatcher:
-    """A fresh ``numba.njit`` copy of ``dispatcher.py_func`` whose helpers are copies too."""
+def dual_version(dispatcher: CPUDispatcher, width: int | None = None) -> CPUDispatcher:
+    """A fresh ``numba.njit`` copy of ``dispatcher.py_func`` whose helpers are copies too.
+
+    With ``width``, its float allocations (``np.zeros(n)`` ...) are dual arrays of that
+    width (the drivers ask for it when a dual number is written into a float buffer).
+    """
     with _lock:
-        entry = _VERSIONS.get(id(dispatcher))
+        key = id(dispatcher) if width is None else (id(dispatcher), width)
+        entry = _VERSIONS.get(key)
         if entry is not None and entry[0] is dispatcher:
             return entry[1]
         py = dispatcher.py_func
@@ -121,19 +143,20 @@ def dual_version(dispatcher: CPUDispatcher) -> CPUDispatcher:
         # Called from compiled drivers only: no C or Python wrapper to build.
         version = numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True,
                              **jit_options(dispatcher))(fn)
-        _VERSIONS[id(dispatcher)] = (dispatcher, version)
+        _VERSIONS[key] = (dispatcher, version)
+        standins = {id(fn): (fn, standin) for fn, standin in _standins(width).items()}
         for name in set(_names(py.__code__)):
             obj = namespace.get(name)
             if obj is None:
                 continue
             if obj is np:
-                namespace[name] = _NUMPY
+                namespace[name] = _numpy_for(width)
                 continue
-            if id(obj) in _STANDINS and any(obj is fn for fn in CREATION_STANDINS):
-                namespace[name] = _STANDINS[id(obj)]
+            if id(obj) in standins and standins[id(obj)][0] is obj:
+                namespace[name] = standins[id(obj)][1]
                 continue
             if isinstance(obj, CPUDispatcher):
-                namespace[name] = dual_version(obj)
+                namespace[name] = dual_version(obj, width)
                 continue
             rule = _rule_of(obj)
             if rule is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import njit as _njit
+from ..core.allocations import allocation_policy
 from ..core.arguments import (
     Argnums,
     AuxOutput,
@@ -117,7 +118,8 @@ def _seeds(out_leaves: list[Any], cot_leaves: list[Any], level: int) -> dict:
 
 
 def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
-                   has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+                   has_aux: bool = False, holomorphic: bool = False,
+                   allocations: str = "promote") -> Callable[..., Any]:
     """A function returning ``(f(*args), gradient)`` for a scalar-valued ``f`` (reverse mode).
 
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
@@ -138,6 +140,7 @@ def value_and_grad(f: Callable[..., Any], argnums: Argnums = 0, *,
     """
     if _njit.is_njit(f) and not has_aux and not holomorphic:  # compiled forward mode
         return _njit.value_and_grad(f, argnums)
+    f = allocation_policy(f, allocations, "value_and_grad")
     wrapped = _value_and_grad(f, argnums, has_aux, f"value_and_grad({_name(f)})",
                               "value_and_grad", holomorphic)
     return mark_transform(wrapped, "value_and_grad", f, argnums,
@@ -204,7 +207,8 @@ def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fnam
 
 
 def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
-         has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
+         has_aux: bool = False, holomorphic: bool = False,
+         allocations: str = "promote") -> Callable[..., Any]:
     """The gradient of a scalar-valued ``f`` (reverse mode), shaped like the argument.
 
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
@@ -220,6 +224,7 @@ def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
     """
     if _njit.is_njit(f) and not has_aux and not holomorphic:  # compiled forward mode
         return _njit.grad(f, argnums)
+    f = allocation_policy(f, allocations, "grad")
     wrapped = named_grad(f, argnums, f"grad({_name(f)})", "grad", has_aux=has_aux,
                          holomorphic=holomorphic)
     return mark_transform(wrapped, "grad", f, argnums,
@@ -241,7 +246,8 @@ def named_grad(f: Callable[..., Any], argnums: Argnums, fname: str, transform: s
     return wrapped
 
 
-def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False,
+        allocations: str = "promote") -> tuple[Any, ...]:
     """``(f(*primals), pullback)``; ``pullback(cotangent)`` gives one gradient per primal.
 
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and ``vjp`` returns
@@ -253,6 +259,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
         >>> pullback(np.array([1.0, 2.0]))
         (array([3., 6.]),)
     """
+    f = allocation_policy(f, allocations, "vjp")
     fname = f"vjp({_name(f)})"
     call = AuxOutput(guard_opaque_calls(f, fname), fname) if has_aux else \
         guard_opaque_calls(f, fname)

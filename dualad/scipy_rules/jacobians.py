@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import njit as _njit
 from ..api import jacobian
+from ..core.allocations import allocation_policy
 from ..core.marks import mark_transform
 from ..sparse.coloring import color_columns
 from ..sparse.ode import ode_sparsity, sparse_ode_jacobian
@@ -35,7 +36,8 @@ __all__ = ["ode_jacobian"]
 
 
 def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
-                 chunk: int | None = None, sparse: bool = False) -> Callable[..., np.ndarray]:
+                 chunk: int | None = None, sparse: bool = False,
+                 allocations: str = "promote") -> Callable[..., np.ndarray]:
     """For a right-hand side ``f(t, y, *args)``, the ``jac(t, y, *args)`` of ``solve_ivp``.
 
     The result is the dense Jacobian ``df/dy`` of shape ``(n, n)``; ``t`` and ``args`` pass
@@ -44,6 +46,7 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     :func:`dualad.sparse.sparse_jacobian`). ``jac.sparsity(t0, y0, *args)`` gives the
     boolean pattern for ``solve_ivp(..., jac_sparsity=)``.
     """
+    f = allocation_policy(f, allocations, "ode_jacobian")
     if _njit.is_njit(f):  # a numba.njit right-hand side: compiled dual numbers
         if sparse:  # compiled compressed passes, one direction per colour
             return sparse_ode_jacobian(f)

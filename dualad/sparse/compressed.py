@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.allocations import allocation_policy, promoting
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import DualadError, ShapeError
 from ..core.marks import mark_transform
@@ -216,7 +217,8 @@ class _JacobianPlan:
 
 
 def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = None,
-                    mode: str = "auto", strict: bool = False) -> Callable[..., Any]:
+                    mode: str = "auto", strict: bool = False,
+                    allocations: str = "promote") -> Callable[..., Any]:
     """A function returning the Jacobian of ``f`` as a ``scipy.sparse.csr_array`` of shape
     ``(out.size, in.size)``.
 
@@ -244,6 +246,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
         from .njit_compressed import njit_sparse_jacobian
 
         return njit_sparse_jacobian(f, argnums, sparsity=sparsity, mode=mode, strict=strict)
+    f = allocation_policy(f, allocations, "sparse_jacobian")
     if mode not in ("auto", "forward", "reverse", "bidirectional"):
         raise ValueError(
             f"sparse_jacobian: mode must be 'auto', 'forward', 'reverse' or 'bidirectional', "
@@ -256,6 +259,7 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
         )
     argnum = int(argnums)
     given = None if sparsity is None else pattern_csr(sparsity, None, "sparse_jacobian")
+    f = promoting(f)  # float buffers inside f can hold derivatives
     detect = jacobian_sparsity(f, argnum, strict=strict)
     lock = threading.Lock()
     state: dict[str, Any] = {"plan": None, "warned": False}
@@ -423,7 +427,8 @@ class _HessianPlan:
 
 
 def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
-                   sparsity: Any = None, strict: bool = False) -> Callable[..., Any]:
+                   sparsity: Any = None, strict: bool = False,
+                   allocations: str = "promote") -> Callable[..., Any]:
     """A function returning the Hessian of a scalar ``f`` as a symmetric
     ``scipy.sparse.csr_array`` of shape ``(in.size, in.size)``.
 
@@ -439,6 +444,7 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
                [2., 6., 4.],
                [0., 4., 0.]])
     """
+    f = allocation_policy(f, allocations, "sparse_hessian")
     if not isinstance(argnums, (int, np.integer)) or isinstance(argnums, bool):
         raise TypeError(f"sparse_hessian: argnums must be one int, got {argnums!r}.")
     # an @njit function: its Python source runs on dual numbers over graph nodes (there is

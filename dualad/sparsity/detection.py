@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.allocations import allocation_policy, promoting
 from ..core.array_protocol import lift_object_array
 from ..core.errors import ShapeError
 from .flows import CURRENT_TRACE, STRICT, SparsityTracer, Trace, trace_inputs
@@ -65,7 +66,7 @@ def trace_call(f: Callable[..., Any], argnum: int, args: tuple, kwargs: dict,
     token = STRICT.set(bool(strict))
     current = CURRENT_TRACE.set(trace)
     try:
-        out = lift_object_array(f(*call, **kwargs))
+        out = lift_object_array(promoting(f)(*call, **kwargs))
     finally:
         CURRENT_TRACE.reset(current)
         STRICT.reset(token)
@@ -90,7 +91,8 @@ def _rows_of(out: Any, n: int) -> Any:
 
 
 def jacobian_sparsity(f: Callable[..., Any], argnums: int = 0, *,
-                      strict: bool = False) -> Callable[..., Any]:
+                      strict: bool = False,
+                      allocations: str = "promote") -> Callable[..., Any]:
     """A function returning the Jacobian's pattern: a boolean ``scipy.sparse.csr_array`` of
     shape ``(out.size, in.size)`` (``True`` where output ``i`` depends on input ``j``).
 
@@ -105,6 +107,7 @@ def jacobian_sparsity(f: Callable[..., Any], argnums: int = 0, *,
                [1, 1, 0],
                [1, 0, 1]])
     """
+    f = allocation_policy(f, allocations, "jacobian_sparsity")
     argnum = _argnum(argnums, "jacobian_sparsity")
 
     @functools.wraps(f)

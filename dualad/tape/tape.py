@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.allocations import allocation_policy
 from ..core.arguments import (
     as_differentiable,
     as_dtype,
@@ -102,6 +103,9 @@ class Tape:
 
     def __init__(self, f: Callable[..., Any], strict: bool = False) -> None:
         self.f = f
+        # float allocations inside f can hold derivatives; compiled code failing on traced
+        # values is explained
+        self._run = guard_opaque_calls(f, f"record({getattr(f, '__name__', 'f')})")
         self.strict = strict
         self.__name__ = getattr(f, "__name__", "f")
         self.__doc__ = getattr(f, "__doc__", None)
@@ -187,8 +191,7 @@ class Tape:
         recorder = Recorder(level)
         token = value_observer.set(recorder)
         try:
-            out = guard_opaque_calls(self.f, f"record({self.__name__})")(
-                *tree_unflatten(spec, leaves))
+            out = self._run(*tree_unflatten(spec, leaves))
         finally:
             value_observer.reset(token)
         if out is None or isinstance(out, (str, bytes)):
@@ -544,7 +547,8 @@ def check_input_guards(program: Program, values: list[Any]) -> None:
             raise GuardFailed
 
 
-def record(f: Callable[..., Any], *example_args: Any, strict: bool = False) -> Tape:
+def record(f: Callable[..., Any], *example_args: Any, strict: bool = False,
+           allocations: str = "promote") -> Tape:
     """Record ``f`` at ``example_args`` once; replay the returned :class:`Tape` at new inputs.
 
     ``strict=True`` refuses (``ShapeError``) arguments whose shapes differ from the recorded
@@ -557,6 +561,7 @@ def record(f: Callable[..., Any], *example_args: Any, strict: bool = False) -> T
         >>> float(tape.grad(2.0))
         12.0
     """
+    f = allocation_policy(f, allocations, "record")
     tape = Tape(f, strict=strict)
     key, _, inputs, ranges, _, _ = tape._split(example_args)
     tape._programs_for(example_args, key, inputs, ranges)
