@@ -139,7 +139,7 @@ def test_scipy_array_api_mode_is_a_clear_error_not_a_key_error():
             "    print('CLEAR', e)\n")
     env = dict(os.environ, SCIPY_ARRAY_API="1")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, cwd=os.path.dirname(os.path.abspath(__file__)))
     assert "KeyError" not in run.stderr, run.stderr
     assert "CLEAR" in run.stdout and "SCIPY_ARRAY_API=1" in run.stdout, run.stdout + run.stderr
 

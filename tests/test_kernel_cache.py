@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = r'''
 import json, warnings
@@ -51,7 +51,7 @@ def _env(cache: Path) -> dict:
 
 def _run(cache: Path) -> dict:
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=_env(cache), capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, cwd=cache.parent)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["y"] == [1.0, 2.0, 5.0]
@@ -94,7 +94,7 @@ def test_a_damaged_cache_file_is_rebuilt_with_one_warning(tmp_path, pattern, dam
 @pytest.mark.slow
 def test_four_processes_on_an_empty_cache_at_once(tmp_path):
     cache = tmp_path / "cache"
-    runs = [subprocess.Popen([sys.executable, "-c", SCRIPT], env=_env(cache),
+    runs = [subprocess.Popen([sys.executable, "-c", SCRIPT], env=_env(cache), cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(4)]
     for p in runs:
