@@ -405,5 +405,5 @@ declare_allocation(np.empty_like, np.zeros_like, np.ones_like)
 declare_allocation(np.full_like, fill=1)
 
 declare_write(np.copyto, np.fill_diagonal)
-declare_write(np.put, np.put_along_axis, data=(2,))
+declare_write(np.put, np.put_along_axis, np.putmask, np.place, data=(2,))
 declare_index_map(assign, data=(0, 2))
