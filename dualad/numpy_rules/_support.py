@@ -157,16 +157,23 @@ def add_terms(acc: Any, term: Any) -> Any:
 
 
 def composite_rules(func: Any, impl: Callable[..., Any],
-                    positions: Callable[[tuple, dict], list[int]]) -> None:
+                    positions: Callable[[tuple, dict], list[int]],
+                    direct_gradient: Callable[..., tuple | None] | None = None) -> None:
     """Rules for ``func`` from ``impl``: the same function written with numpy calls that
     have rules of their own.
 
     The tangent is ``impl`` applied to the Duals; the gradient is the pullback of ``impl``
     (a reverse pass of its own inside the rule, so higher derivatives work). ``positions
     (args, kwargs)`` lists the positional arguments that are differentiable.
+    ``direct_gradient(grad, args, kwargs, chosen)``, when given, may return the gradient
+    tuple without that reverse pass (e.g. for plain arrays), or None to take it.
     """
     def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
         chosen = [i for i in positions(args, kwargs) if i < len(args)]
+        if direct_gradient is not None:
+            direct = direct_gradient(grad, args, kwargs, chosen)
+            if direct is not None:
+                return direct
 
         def partial(*xs: Any) -> Any:
             full = list(args)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..extend import declare_composite, declare_index_map, innermost_tag, shape_of, vjp
-from ._support import composite_rules, gradient_rule, tangent_rule
+from ..extend import declare_index_map, shape_of
+from ._support import composite_rules
 
 __all__: list[str] = []
 
@@ -138,37 +138,18 @@ def _convolution_rules(func: Any, impl: Any) -> None:
     through ``impl``: measured in ``benchmarks/coverage.py``)."""
     fname = func.__name__
 
-    def grad_impl(grad: Any, output: Any, *args: Any, **kwargs: Any) -> tuple:
+    def direct(grad: Any, args: tuple, kwargs: dict, chosen: list[int]) -> tuple | None:
         mode = kwargs.get("mode", args[2] if len(args) > 2 else
                           ("full" if fname == "convolve" else "valid"))
-        chosen = _both(args, kwargs)
-        if len(args) >= 2 and mode in ("full", "same", "valid"):
-            plain = _plain_gradient(fname, grad, args[0], args[1], mode)
-            if plain is not None:
-                return tuple(plain[i] if i in chosen else None for i in range(2)) + \
-                    (None,) * (len(args) - 2)
+        if len(args) < 2 or mode not in ("full", "same", "valid"):
+            return None
+        plain = _plain_gradient(fname, grad, args[0], args[1], mode)
+        if plain is None:
+            return None
+        return tuple(plain[i] if i in chosen else None for i in range(2)) + \
+            (None,) * (len(args) - 2)
 
-        def partial(*xs: Any) -> Any:
-            full = list(args)
-            for i, x in zip(chosen, xs):
-                full[i] = x
-            return impl(*full, **kwargs)
-
-        grads = vjp(partial, *[args[i] for i in chosen])[1](grad)
-        result: list[Any] = [None] * len(args)
-        for i, g in zip(chosen, grads):
-            result[i] = g
-        return tuple(result)
-
-    def tangent_impl(*args: Any, **kwargs: Any) -> Any:
-        if innermost_tag(list(args) + list(kwargs.values())) is None:
-            return func(*args, **kwargs)
-        return impl(*args, **kwargs)
-
-    grad_impl.__name__ = tangent_impl.__name__ = f"_{fname}"
-    gradient_rule(func)(grad_impl)
-    tangent_rule(func, duals="any")(tangent_impl)
-    declare_composite(func, impl)  # sparsity detection traces through impl
+    composite_rules(func, impl, _both, direct_gradient=direct)
 
 
 _convolution_rules(np.convolve, _convolve)
