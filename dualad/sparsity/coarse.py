@@ -38,6 +38,7 @@ import numpy as np
 from ..core.arguments import is_differentiable_output
 from ..core.operators import function_name
 from .flows import (
+    PROBE_LIMIT,
     SparsityTracer,
     _op_types,
     _register,
@@ -45,16 +46,13 @@ from .flows import (
     _size,
     conservative_result,
     plain,
+    probed_flow,
     rebuild,
     reduce_groups,
 )
-from .index_sets import combine, union
+from .index_sets import union
 
 __all__ = ["PROBE_LIMIT", "declare_dense", "declare_probed", "probed_flow"]
-
-#: Above this many entries in a traced argument, probing gives way to the dense flow.
-PROBE_LIMIT = 4096
-
 
 def _leaves(out: Any) -> list[Any]:
     if isinstance(out, (list, tuple)):
@@ -112,59 +110,6 @@ def declare_dense(*funcs: Any, core: int | None = None) -> None:
             _register(t, _dense(func, core), function_name(func))
 
 
-def probed_flow(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The probed flow of ``func`` (see :func:`declare_probed`), as a function of its
-    arguments."""
-    return _probed(func)
-
-
-def _probed(func: Callable[..., Any]) -> Callable[..., Any]:
-    def impl(*args: Any, **kwargs: Any) -> Any:
-        kw = {k: plain(v) for k, v in kwargs.items()}
-        with np.errstate(all="ignore"):
-            out = func(*plain(args), **kw)
-        traced = [i for i, a in enumerate(args) if isinstance(a, SparsityTracer)]
-        if not traced or not is_differentiable_output(out):
-            return out
-        if any(args[i].value.size > PROBE_LIMIT for i in traced) or \
-                any(isinstance(v, SparsityTracer) for v in kwargs.values()):
-            return conservative_result(out, [args[i] for i in traced] +
-                                       [v for v in kwargs.values()
-                                        if isinstance(v, SparsityTracer)])
-        trace = args[traced[0]].trace
-        m = _size(np.shape(out))
-        base = [np.ones(a.value.shape) if isinstance(a, SparsityTracer) else
-                (np.abs(a) if isinstance(a, np.ndarray) and a.dtype.kind in "fciu" else a)
-                for a in args]
-        parts = []
-        for i in traced:
-            x = args[i]
-            source, target = [], []
-            probe = list(base)
-            probe[i] = np.zeros(x.value.shape)
-            with np.errstate(all="ignore"):
-                at_zero = np.asarray(func(*probe, **kw))
-            for j in range(x.value.size):
-                unit = np.zeros(x.value.size)
-                unit[j] = 1.0
-                probe[i] = unit.reshape(x.value.shape)
-                with np.errstate(all="ignore"):
-                    reached = np.flatnonzero(np.asarray(func(*probe, **kw)) != at_zero)
-                source.append(np.full(reached.size, j, dtype=np.int64))
-                target.append(reached)
-            src = np.concatenate(source) if source else np.zeros(0, np.int64)
-            tgt = np.concatenate(target) if target else np.zeros(0, np.int64)
-            parts.append(combine(x.rows, src, tgt, m))
-        rows = union(parts, m, trace.n)
-        if trace.second is not None:
-            for a in range(len(parts)):
-                for b in range(a + 1, len(parts)):
-                    trace.interact(parts[a], parts[b])
-        return _result(out, rows, trace)
-
-    return impl
-
-
 def declare_probed(*funcs: Any) -> None:
     """``funcs`` are linear in each traced positional argument (products, contractions,
     ``np.linspace`` in its end points): the flow is read from unit-vector probes.
@@ -173,5 +118,5 @@ def declare_probed(*funcs: Any) -> None:
     """
     for func in funcs:
         for t in _op_types(func):
-            _register(t, _probed(func), function_name(func))
+            _register(t, probed_flow(func), function_name(func))
 

@@ -63,6 +63,7 @@ from .index_sets import IndexSets, combine, union, vstack
 
 __all__ = [
     "CURRENT_TRACE",
+    "PROBE_LIMIT",
     "STRICT",
     "ConservativeFlowWarning",
     "SparsityTracer",
@@ -80,6 +81,7 @@ __all__ = [
     "linear_reduction_axis",
     "note_index_map",
     "trace_inputs",
+    "probed_flow",
 ]
 
 
@@ -982,8 +984,6 @@ def _matrix_product(func: Callable[..., Any]) -> Callable[..., Any]:
         if av.ndim == 0 or bv.ndim == 0:
             return index_flow(Broadcasted.instance(np.multiply), a, b)
         if av.ndim > 2 or bv.ndim > 2:  # stacks of matrices: probed (linear in each)
-            from .coarse import probed_flow
-
             return probed_flow(func)(a, b, *args, **kwargs)
         am, _ = _as_matrix(a, True)
         bm, _ = _as_matrix(b, False)
@@ -1175,3 +1175,58 @@ def declare_write(*funcs: Any, data: Sequence[int] = (1,)) -> None:
     for func in funcs:
         for t in _op_types(func):
             _register(t, _write(func, tuple(data)), function_name(func))
+
+
+# -- probed flows (functions linear in each traced argument) ---------------------------------
+
+#: Above this many entries in a traced argument, probing gives way to the dense flow.
+PROBE_LIMIT = 4096
+
+
+def probed_flow(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The flow of ``func`` linear in each traced argument, read from unit-vector probes
+    (see :func:`dualad.sparsity.coarse.declare_probed`), as a function of its arguments."""
+    def impl(*args: Any, **kwargs: Any) -> Any:
+        kw = {k: plain(v) for k, v in kwargs.items()}
+        with np.errstate(all="ignore"):
+            out = func(*plain(args), **kw)
+        traced = [i for i, a in enumerate(args) if isinstance(a, SparsityTracer)]
+        if not traced or not is_differentiable_output(out):
+            return out
+        if any(args[i].value.size > PROBE_LIMIT for i in traced) or \
+                any(isinstance(v, SparsityTracer) for v in kwargs.values()):
+            return conservative_result(out, [args[i] for i in traced] +
+                                       [v for v in kwargs.values()
+                                        if isinstance(v, SparsityTracer)])
+        trace = args[traced[0]].trace
+        m = _size(np.shape(out))
+        base = [np.ones(a.value.shape) if isinstance(a, SparsityTracer) else
+                (np.abs(a) if isinstance(a, np.ndarray) and a.dtype.kind in "fciu" else a)
+                for a in args]
+        parts = []
+        for i in traced:
+            x = args[i]
+            source, target = [], []
+            probe = list(base)
+            probe[i] = np.zeros(x.value.shape)
+            with np.errstate(all="ignore"):
+                at_zero = np.asarray(func(*probe, **kw))
+            for j in range(x.value.size):
+                unit = np.zeros(x.value.size)
+                unit[j] = 1.0
+                probe[i] = unit.reshape(x.value.shape)
+                with np.errstate(all="ignore"):
+                    reached = np.flatnonzero(np.asarray(func(*probe, **kw)) != at_zero)
+                source.append(np.full(reached.size, j, dtype=np.int64))
+                target.append(reached)
+            src = np.concatenate(source) if source else np.zeros(0, np.int64)
+            tgt = np.concatenate(target) if target else np.zeros(0, np.int64)
+            parts.append(combine(x.rows, src, tgt, m))
+        rows = union(parts, m, trace.n)
+        if trace.second is not None:
+            for a in range(len(parts)):
+                for b in range(a + 1, len(parts)):
+                    trace.interact(parts[a], parts[b])
+        return _result(out, rows, trace)
+
+    return impl
