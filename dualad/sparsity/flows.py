@@ -288,46 +288,6 @@ class SparsityTracer(Traced, NumpyOverloads):
                 return r
         return super().__array_ufunc__(ufunc, method, *inputs, **kwargs)
 
-    def __add__(self, other: Any) -> Any:
-        r = self._fast(other, operator.add, False)
-        return super().__add__(other) if r is NotImplemented else r
-
-    def __radd__(self, other: Any) -> Any:
-        r = self._fast(other, operator.add, True)
-        return super().__radd__(other) if r is NotImplemented else r
-
-    def __sub__(self, other: Any) -> Any:
-        r = self._fast(other, operator.sub, False)
-        return super().__sub__(other) if r is NotImplemented else r
-
-    def __rsub__(self, other: Any) -> Any:
-        r = self._fast(other, operator.sub, True)
-        return super().__rsub__(other) if r is NotImplemented else r
-
-    def __mul__(self, other: Any) -> Any:
-        r = self._fast(other, operator.mul, False)
-        return super().__mul__(other) if r is NotImplemented else r
-
-    def __rmul__(self, other: Any) -> Any:
-        r = self._fast(other, operator.mul, True)
-        return super().__rmul__(other) if r is NotImplemented else r
-
-    def __truediv__(self, other: Any) -> Any:
-        r = self._fast(other, operator.truediv, False)
-        return super().__truediv__(other) if r is NotImplemented else r
-
-    def __rtruediv__(self, other: Any) -> Any:
-        r = self._fast(other, operator.truediv, True)
-        return super().__rtruediv__(other) if r is NotImplemented else r
-
-    def __pow__(self, other: Any) -> Any:
-        r = self._fast(other, operator.pow, False)
-        return super().__pow__(other) if r is NotImplemented else r
-
-    def __rpow__(self, other: Any) -> Any:
-        r = self._fast(other, operator.pow, True)
-        return super().__rpow__(other) if r is NotImplemented else r
-
     def __neg__(self) -> Any:
         if self.value.ndim == 0 and self.deps is not None:
             return _scalar(-self.value.item(), self.deps, self.trace)
@@ -403,6 +363,28 @@ class SparsityTracer(Traced, NumpyOverloads):
         else:
             mapping[key] = -1
             self.rows = self.rows.take(mapping.reshape(-1))
+
+
+def _scalar_operator(name: str, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
+    """``SparsityTracer``'s operator ``name``: the scalar fast path, else the inherited
+    operator (numpy's protocol)."""
+
+    def method(self: SparsityTracer, other: Any) -> Any:
+        r = self._fast(other, op, reflected)
+        return getattr(super(SparsityTracer, self), name)(other) if r is NotImplemented else r
+
+    method.__name__ = name
+    return method
+
+
+for _name, _op, _reflected in (
+        ("__add__", operator.add, False), ("__radd__", operator.add, True),
+        ("__sub__", operator.sub, False), ("__rsub__", operator.sub, True),
+        ("__mul__", operator.mul, False), ("__rmul__", operator.mul, True),
+        ("__truediv__", operator.truediv, False), ("__rtruediv__", operator.truediv, True),
+        ("__pow__", operator.pow, False), ("__rpow__", operator.pow, True)):
+    setattr(SparsityTracer, _name, _scalar_operator(_name, _op, _reflected))
+del _name, _op, _reflected
 
 
 def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
