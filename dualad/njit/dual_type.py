@@ -42,6 +42,7 @@ from numba.extending import (
 
 __all__ = [
     "BUFFER_WRITE",
+    "DualArrayIterType",
     "DualArrayType",
     "DualType",
     "CREATION_STANDINS",
@@ -83,15 +84,6 @@ class DualType(types.Type):
         self.width = int(width)
         super().__init__(name=f"DualNumber(width={self.width})")
 
-    @property
-    def iterator_type(self) -> types.Type:
-        if self.ndim != 1:
-            raise user_error(f"iterating over a {self.ndim}-d array of dual numbers is not "
-                             f"supported; index its elements (x[i, j]) in a loop")
-        from .idioms import DualArrayIterType
-
-        return DualArrayIterType(self)
-
     def unify(self, typingctx, other):
         """A variable holding a plain number and later a dual number (``s = 0.0``,
         ``s += x[i]``) becomes a dual number."""
@@ -125,8 +117,6 @@ class DualArrayType(types.IterableType):
         if self.ndim != 1:
             raise user_error(f"iterating over a {self.ndim}-d array of dual numbers is not "
                              f"supported; index its elements (x[i, j]) in a loop")
-        from .idioms import DualArrayIterType
-
         return DualArrayIterType(self)
 
     def unify(self, typingctx, other):
@@ -141,6 +131,21 @@ class DualArrayType(types.IterableType):
                 self.ndim, self.width) and (other.readonly or not self.readonly):
             return Conversion.safe
         return None
+
+
+class DualArrayIterType(types.SimpleIteratorType):
+    """An iterator over a 1-d dual array, yielding dual numbers."""
+
+    def __init__(self, array_type: DualArrayType) -> None:
+        self.array_type = array_type
+        super().__init__(f"iter({array_type})", DualType(array_type.width))
+
+
+@register_model(DualArrayIterType)
+class _DualArrayIterModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [("array", fe_type.array_type), ("index", types.EphemeralPointer(types.intp))]
+        super().__init__(dmm, fe_type, members)
 
 
 def is_dual(t: types.Type) -> bool:

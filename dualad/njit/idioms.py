@@ -32,10 +32,11 @@ import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.imputils import RefType, impl_ret_borrowed, iternext_impl, lower_builtin
-from numba.extending import models, overload, overload_method, register_model
+from numba.extending import overload, overload_method
 
 from .dual_type import (
     OVERLOAD_OPTIONS,
+    DualArrayIterType,
     DualArrayType,
     DualType,
     dual_array_maker,
@@ -234,21 +235,6 @@ ARRAY_STANDINS = {np.array: array, np.asarray: asarray}
 
 
 # -- iteration: ``y1, y2 = y`` and ``for v in y`` on a 1-d dual array ---------------------
-
-
-class DualArrayIterType(types.SimpleIteratorType):
-    """An iterator over a 1-d dual array, yielding dual numbers."""
-
-    def __init__(self, array_type: DualArrayType) -> None:
-        self.array_type = array_type
-        super().__init__(f"iter({array_type})", DualType(array_type.width))
-
-
-@register_model(DualArrayIterType)
-class _DualArrayIterModel(models.StructModel):
-    def __init__(self, dmm, fe_type):
-        members = [("array", fe_type.array_type), ("index", types.EphemeralPointer(types.intp))]
-        super().__init__(dmm, fe_type, members)
 
 
 @lower_builtin("getiter", DualArrayType)
