@@ -25,15 +25,15 @@ from .common import (
 )
 from .lorenz96 import analytic as lorenz96_analytic
 from .lorenz96 import lorenz96
-from .stiff_models import MODELS
+from .stiff_problems import PROBLEMS
 from .timing import Timing
 
 TITLE = "ad.jit: compiled Jacobians and gradients (Numba) vs hand-written and jax.jit"
 XLABEL = "case"
 DESCRIPTION = """
 The targets of issue 21, each beside its baseline in the same run: the dense Jacobians of
-small stiff right-hand sides (Robertson, Van der Pol, OREGO, HIRES, POLLU: 2-20 states,
-written with np.array([...]) or np.zeros_like filled by index) from
+the dense problems of the stiff test set (benchmarks/stiff_problems.py: Robertson, OREGO,
+HIRES, POLLU, E5, Van der Pol; 2-20 states, written as their packages write them) from
 ad.jit(ad.ode_jacobian(f)) against the hand-written Jacobian (baseline), eager dualad and
 jax.jit(jacfwd) of the same code; Lorenz-96 dense Jacobians (n = 10, 100, 1000) against the
 analytic numpy Jacobian; the gradient of a 100-op scalar chain against the derivative by
@@ -44,14 +44,19 @@ times exclude compilation (the untimed warm-up).
 """
 
 
-def _jax_ode(f):
+#: The dense problems of the stiff test set, written as their packages write them.
+DENSE = [p for p in PROBLEMS if not p.sparse]
+
+
+def _jax_ode(rhs_xp):
     jax = require("jax")
-    jj = jax.jit(jax.jacfwd(lambda t, y: f(t, y, jax.numpy), argnums=1))
+    jj = jax.jit(jax.jacfwd(rhs_xp(jax.numpy), argnums=1))
     return jax, jj
 
 
 def stiff_rows(bench: Bench) -> None:
-    for name, f, hand, y0 in MODELS:
+    for p in DENSE:
+        name, f, hand, y0 = p.name, p.rhs, p.jac, p.y0
         case = f"{name} ({y0.size})"
         check = max_abs_err(hand(0.0, y0))
 
@@ -63,8 +68,8 @@ def stiff_rows(bench: Bench) -> None:
             jac = require_dualad().ode_jacobian(f)
             return lambda: jac(0.0, y0)
 
-        def jax_jac(f=f, y0=y0):
-            jax, jj = _jax_ode(f)
+        def jax_jac(rhs_xp=p.rhs_xp, y0=y0):
+            jax, jj = _jax_ode(rhs_xp)
             yj = jax.numpy.asarray(y0)
             return lambda: jj(0.0, yj).block_until_ready()
 
@@ -322,7 +327,7 @@ def batch_rows(bench: Bench, quick: bool) -> None:
 
 def entry_rows(bench: Bench) -> None:
     """The Python entry cost: a compiled call against its Numba kernel called directly."""
-    name, f, hand, y0 = MODELS[0]
+    f, y0 = DENSE[0].rhs, DENSE[0].y0
     ad = require_dualad()
     jac = ad.jit(ad.ode_jacobian(f), fallback="error")
     jac(0.0, y0)
@@ -353,9 +358,9 @@ def compile_cases():
     """(label, compiled function, arguments) whose first call is timed in a new process."""
     ad = require_dualad()
     cases = []
-    for name, f, _, y0 in MODELS:
-        cases.append((f"ode_jacobian {name} ({y0.size})",
-                      ad.jit(ad.ode_jacobian(f), fallback="error"), (0.0, y0)))
+    for p in DENSE:
+        cases.append((f"ode_jacobian {p.name} ({p.n})",
+                      ad.jit(ad.ode_jacobian(p.rhs), fallback="error"), (0.0, p.y0)))
     cases.append(("grad of the 100-op chain", ad.jit(ad.grad(chain), fallback="error"), (0.3,)))
     cases.append(("jacobian Lorenz-96 n=100", ad.jit(ad.jacobian(lorenz96), fallback="error"),
                   (np.linspace(7, 9, 100),)))

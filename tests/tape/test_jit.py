@@ -22,7 +22,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from strategies import programs  # noqa: E402
 
-from benchmarks.stiff_models import MODELS  # noqa: E402
+from benchmarks.stiff_problems import PROBLEMS  # noqa: E402
+
+# The dense problems of the stiff test set: (name, right-hand side, hand-written Jacobian, y0).
+MODELS = [(p.name, p.rhs, p.jac, p.y0) for p in PROBLEMS if not p.sparse]
 
 
 @pytest.fixture(autouse=True, scope="module")
