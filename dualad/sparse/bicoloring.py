@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .coloring import _csr_parts, color_columns, color_rows
+from .seeding import best_colors
 
 __all__ = ["REVERSE_COST", "Bicoloring", "color_bidirectional", "is_bicoloring"]
 
@@ -85,21 +86,12 @@ def _sub_pattern(m: int, n: int, indptr: np.ndarray, indices: np.ndarray,
                         shape=(m, n))
 
 
-def _fewest(color: Any, pattern: Any) -> np.ndarray:
-    best = None
-    for order in ("largest_first", "smallest_last"):
-        c = color(pattern, order=order)
-        if best is None or (c.size and c.max() < best.max()):
-            best = c
-    return best
-
-
 def _split(m: int, n: int, indptr: np.ndarray, indices: np.ndarray,
            forward_entry: np.ndarray) -> Bicoloring:
     fwd = _sub_pattern(m, n, indptr, indices, forward_entry)
     rev = _sub_pattern(m, n, indptr, indices, ~forward_entry)
-    fc = _fewest(color_columns, fwd) if n else np.zeros(0, np.int64)
-    rc = _fewest(color_rows, rev) if m else np.zeros(0, np.int64)
+    fc = best_colors(color_columns, fwd) if n else np.zeros(0, np.int64)
+    rc = best_colors(color_rows, rev) if m else np.zeros(0, np.int64)
     fc = np.where(np.bincount(fwd.indices, minlength=n) > 0, fc, -1)
     rc = np.where(np.diff(rev.indptr) > 0, rc, -1)
     return Bicoloring(fc.astype(np.int64), rc.astype(np.int64), forward_entry)
@@ -147,6 +139,7 @@ def color_bidirectional(pattern: Any) -> Bicoloring:
         candidate = _split(m, n, indptr, indices, candidates[k])
         if best is None or candidate.cost < best.cost:
             best = candidate
+    assert best is not None  # the all-forward candidate is always split
     return best
 
 

@@ -49,7 +49,7 @@ from ..njit import is_njit
 from ..reverse_mode.transforms import grad, vjp
 from ..sparsity.detection import hessian_sparsity, jacobian_sparsity
 from ..sparsity.through_njit import python_version
-from .bicoloring import REVERSE_COST, color_bidirectional
+from .bicoloring import REVERSE_COST, Bicoloring, color_bidirectional
 from .coloring import color_columns, color_rows, color_symmetric, star_recovery
 from .csr_results import CsrTemplate
 from .seeding import SparsityChangedWarning, best_colors, pattern_csr, seed_matrix
@@ -139,8 +139,9 @@ class _JacobianPlan:
         rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(pattern.indptr))
         cols = pattern.indices.astype(np.intp)
         self.rows, self.cols = rows, cols
-        self.bidi = None
-        column_colors = row_colors = None
+        self.bidi: Bicoloring | None = None
+        column_colors: np.ndarray | None = None
+        row_colors: np.ndarray | None = None
         if mode == "auto":
             # lower bounds first (a row's nonzeros need distinct column colours, a column's
             # distinct row colours): a colouring that cannot win is not computed, which
@@ -175,12 +176,14 @@ class _JacobianPlan:
         self.bidi = None
         self.reverse = self.kind == "reverse"
         if self.reverse:
+            assert row_colors is not None  # coloured above for this kind
             self.colors = row_colors
             self.k = int(self.colors.max(initial=-1)) + 1
             self.seed = seed_matrix(m, self.colors, self.k, rng)
             # pullback of colour c gives, at input j, the sum over rows of colour c
             self.take = self.colors[rows] * n + cols
         else:
+            assert column_colors is not None  # coloured above for this kind
             self.colors = column_colors
             self.k = int(self.colors.max(initial=-1)) + 1
             self.seed = seed_matrix(n, self.colors, self.k, rng)
@@ -196,6 +199,7 @@ class _JacobianPlan:
 
     def _bidirectional(self, m: int, n: int, rng: np.random.Generator) -> None:
         split = self.bidi
+        assert split is not None  # set before the bidirectional plan is built
         fc, rc = split.forward_colors, split.reverse_colors
         kf, kr = split.forward_count, split.reverse_count
         self.k = kf

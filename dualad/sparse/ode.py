@@ -47,12 +47,12 @@ def sparse_ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     if is_njit(f):
         jac_ty = sparse_jacobian(f, 1, sparsity=sparsity)
 
-        @functools.wraps(f.py_func)
-        def jac(t: Any, y: Any, *args: Any) -> Any:
+        @functools.wraps(f.py_func)  # type: ignore[attr-defined]
+        def compiled_jac(t: Any, y: Any, *args: Any) -> Any:
             return jac_ty(float(t), np.ascontiguousarray(y, dtype=np.float64), *args)
 
-        jac.sparsity = ode_sparsity(f)  # type: ignore[attr-defined]
-        return jac
+        compiled_jac.sparsity = ode_sparsity(f)  # type: ignore[attr-defined]
+        return compiled_jac
     jac_y = sparse_jacobian(_of_y(f), 0, sparsity=sparsity,
                             mode="auto" if mode not in ("forward", "reverse") else mode)
 
@@ -69,10 +69,10 @@ def ode_sparsity(f: Callable[..., Any]) -> Callable[..., Any]:
     if is_njit(f):
         of_ty = jacobian_sparsity(f, 1)
 
-        def sparsity(t0: Any, y0: Any, *args: Any) -> Any:
+        def compiled_sparsity(t0: Any, y0: Any, *args: Any) -> Any:
             return of_ty(t0, np.asarray(y0, dtype=np.float64), *args)
 
-        return sparsity
+        return compiled_sparsity
     pattern = jacobian_sparsity(_of_y(f), 0)
 
     def sparsity(t0: Any, y0: Any, *args: Any) -> Any:

@@ -56,12 +56,9 @@ def pattern_csr(pattern: Any, shape: tuple[int, int] | None, fname: str) -> Any:
 
 def best_colors(color: Callable[..., np.ndarray], pattern: Any) -> np.ndarray:
     """The greedy colouring with the fewest colours over the vertex orders."""
-    best = None
-    for order in ("largest_first", "smallest_last"):
-        c = color(pattern, order=order)
-        if best is None or (c.size and c.max() < best.max()):
-            best = c
-    return best
+    best = color(pattern, order="largest_first")
+    c = color(pattern, order="smallest_last")
+    return c if c.size and c.max() < best.max() else best
 
 
 def seed_matrix(n: int, colors: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
