@@ -133,6 +133,7 @@ def _solve_triangular(grad: Any, output: Any, a: Any, b: Any, *args: Any, **kwar
 @tangent_rule(_solve_triangular_op, duals=(0, 1))
 def _solve_triangular_tangent(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
     tag = innermost_tag((a, b))
+    assert tag is not None  # a tangent rule runs on dual numbers
     (av, bv), (ap, bp) = split_duals((a, b), tag)
     trans, lower, unit = _st_params(av, args, kwargs)
     x = solve_triangular(av, bv, trans, lower, unit)
@@ -371,6 +372,7 @@ def _solve_sylvester(grad: Any, output: Any, a: Any, b: Any, q: Any) -> tuple:
 @tangent_rule(_solve_sylvester_op, duals=(0, 1, 2))
 def _solve_sylvester_tangent(a: Any, b: Any, q: Any) -> Any:
     tag = innermost_tag((a, b, q))
+    assert tag is not None  # a tangent rule runs on dual numbers
     (av, bv, qv), (ap, bp, qp) = split_duals((a, b, q), tag)
     x = solve_sylvester(av, bv, qv)
     k = _k(next(p for p in (ap, bp, qp) if p is not None))

@@ -41,7 +41,6 @@ import numpy as np
 import scipy.integrate as _si
 import scipy.sparse as _sparse
 
-from .. import njit as _njit
 from ..core.array_protocol import shape_of
 from ..extend import (
     Dual,
@@ -195,7 +194,7 @@ def _forward_gradients(problem: OdeProblem, grad: Any, t0: Any, times: Any, y0: 
         g_t0, offset = flat[0], 1
     if want_y0:
         g_y0, offset = flat[offset:offset + n], offset + n
-    g_leaves = []
+    g_leaves: list[np.ndarray | None] = []
     for v, size, want in zip(leaves, sizes, want_leaves):
         if want:
             g_leaves.append(np.reshape(flat[offset:offset + size], shape_of(v)))
@@ -222,7 +221,7 @@ def _pullback(problem: OdeProblem, leaves: tuple, n: int, p: int, t0: float,
             size = _size(v)
             seeds.append(np.reshape(eye[offset:offset + size], shape_of(v) + (n + p,)))
             offset += size
-        fun = problem.fun.py_func if _njit.is_njit(problem.fun) else problem.fun
+        fun = problem.python_fun
 
         last: list[Any] = [None, None]  # t and [J, df/dp] there
 
@@ -253,19 +252,19 @@ def _pullback(problem: OdeProblem, leaves: tuple, n: int, p: int, t0: float,
     except Exception:  # a function the tape cannot record: plain reverse mode per call
         tape = None
 
-    last: list[Any] = [None, None]  # t and the pullback there
+    current: list[Any] = [None, None]  # t and the pullback there
 
     def tape_pull(t: float, y_of: Any, lam: np.ndarray) -> np.ndarray:
         # The adjoint is linear in λ: Newton's iterations at one t reuse the pullback.
-        if last[0] != t:
+        if current[0] != t:
             y = y_of(t)
             if tape is not None:
                 pullback = tape.vjp(t, y, *leaves)[1]
-                last[1] = lambda c: pullback(c)[1:]
+                current[1] = lambda c: pullback(c)[1:]
             else:
-                last[1] = vjp(lambda yy, *ll: rhs_of(t, yy, *ll), y, *leaves)[1]
-            last[0] = t
-        grads = last[1](lam)
+                current[1] = vjp(lambda yy, *ll: rhs_of(t, yy, *ll), y, *leaves)[1]
+            current[0] = t
+        grads = current[1](lam)
         parts = [np.zeros(_size(v)) if g is None else
                  np.reshape(np.asarray(g, dtype=np.float64), (-1,))
                  for g, v in zip(grads, (np.zeros(n), *leaves))]

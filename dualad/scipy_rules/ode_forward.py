@@ -94,9 +94,8 @@ def augmented_problem(problem: OdeProblem, k: int, moving: tuple[bool, ...]) -> 
     aug = OdeProblem(rhs, method=problem.method, rtol=problem.rtol, atol=problem.atol,
                      jac=jac, options=_solver_options(problem.options), name=problem.name,
                      error_control=problem.error_control)
-    aug.controlled = problem.error_control
     aug.base_atol = problem.atol
-    aug.k = k
+    aug.directions = k
     problem.derived[key] = aug
     return aug
 
@@ -137,7 +136,7 @@ def _f_and_jvp(problem: OdeProblem, t: Any, y: Any, s: Any, leaves: tuple, tange
     yd = Dual._make(y, s, tag)
     it = iter(tangents)
     dleaves = [Dual._make(v, next(it), tag) if m else v for v, m in zip(leaves, moving)]
-    fun = problem.fun.py_func if _njit.is_njit(problem.fun) else problem.fun
+    fun = problem.python_fun
     out = fun(t, yd, *problem.bind(tuple(dleaves)))
     if isinstance(out, Dual) and out.tag is tag:
         return out.value, np.reshape(out.partials, (-1,))
@@ -149,9 +148,9 @@ def _f_and_jvp(problem: OdeProblem, t: Any, y: Any, s: Any, leaves: tuple, tange
 
 
 def _augmented_atol(aug: OdeProblem, n: int) -> Any:
-    if getattr(aug, "controlled", True):
+    if aug.error_control:
         return aug.base_atol
-    k = aug.k
+    k = aug.directions
     base = np.broadcast_to(np.asarray(aug.base_atol, dtype=np.float64), (n,))
     return np.concatenate([base, np.full(n * k, _UNCONTROLLED_ATOL)])
 

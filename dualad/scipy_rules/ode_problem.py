@@ -82,12 +82,22 @@ class OdeProblem:
         self.error_control = bool(error_control)  # on forward sensitivities
         self._jac: Callable[..., Any] | None = None
         self._last: tuple[tuple, Any] | None = None
-        self.derived: dict[Any, OdeProblem] = {}  # augmented problems, by their shape
+        #: augmented problems by their shape, their Jacobians, the last sensitivities
+        self.derived: dict[Any, Any] = {}
+        #: on an augmented problem of forward sensitivities (see ode_forward): the
+        #: original problem's atol and the number of directions carried
+        self.base_atol: Any = atol
+        self.directions = 0
 
     # -- the right-hand side and its Jacobian ----------------------------------------
     def rhs(self, t: Any, y: Any, *leaves: Any) -> Any:
         """``fun(t, y, *args)`` with ``leaves`` put back into ``args``."""
         return self.fun(t, y, *self.bind(leaves))
+
+    @property
+    def python_fun(self) -> Callable[..., Any]:
+        """``fun`` as Python code (an ``@njit`` function's ``py_func``), for dual numbers."""
+        return self.fun.py_func if _njit.is_njit(self.fun) else self.fun  # type: ignore
 
     @property
     def implicit(self) -> bool:

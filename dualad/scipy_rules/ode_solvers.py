@@ -77,7 +77,8 @@ def _traced_leaves(tree: Any) -> bool:
 def _as_state(y0: Any, fname: str) -> Any:
     """``y0`` as a 1-D float state (traced or plain)."""
     if isinstance(y0, (list, tuple)) and any(isinstance(v, Traced) for v in y0):
-        y0 = np.stack([v if isinstance(v, Traced) else np.float64(v) for v in y0])
+        entries: list[Any] = [v if isinstance(v, Traced) else np.float64(v) for v in y0]
+        y0 = np.stack(entries)
     if not isinstance(y0, Traced):
         y0 = np.asarray(y0)
         if y0.dtype == object:
@@ -208,6 +209,7 @@ def solve_ivp(fun: Callable[..., Any], t_span: Any, y0: Any, method: Any = "RK45
         raise ValueError(f"dualad: solve_ivp: values in t_eval are not within t_span "
                          f"({t0v}, {t1v}), as scipy requires.")
     if t_eval is not None and not dense_output:
+        assert t_eval_v is not None
         # The times are known: the solve happens once, in the primitive (reverse mode and
         # plain values) or as part of the sensitivity system (forward mode).
         result = OptimizeResult(t=t_eval if isinstance(t_eval, Traced) else t_eval_v,
@@ -223,6 +225,7 @@ def solve_ivp(fun: Callable[..., Any], t_span: Any, y0: Any, method: Any = "RK45
             if plain.t.size > 1 else np.reshape(t0, (1,))
         times_v = np.asarray(plain.t, dtype=np.float64)
     else:
+        assert t_eval_v is not None
         times, times_v = t_eval, t_eval_v
     problem._last = (plain_key(t0v, times_v, y0v, *plain_leaves), plain)
     result = copy.copy(plain)
