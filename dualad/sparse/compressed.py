@@ -265,8 +265,6 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
     given = None if sparsity is None else pattern_csr(sparsity, None, "sparse_jacobian")
     f = promoting(f)  # float buffers inside f can hold derivatives
     detect = jacobian_sparsity(f, argnum, strict=strict)
-    lock = threading.Lock()
-    state: dict[str, Any] = {"plan": None, "warned": False}
 
     def plan_for(pattern: Any, from_user: bool) -> _JacobianPlan:
         return _JacobianPlan(pattern, mode, from_user)
@@ -356,53 +354,14 @@ def sparse_jacobian(f: Callable[..., Any], argnums: int = 0, *, sparsity: Any = 
         jac = plan.template.with_data(data)
         return jac, _check(p[:, plan.k], data, plan.rows, plan.cols, plan.seed[:, plan.k], m)
 
-    @functools.wraps(f)
-    def jacobian(*args: Any, **kwargs: Any) -> Any:
-        if not -len(args) <= argnum < len(args):
-            raise TypeError(
-                f"sparse_jacobian: argnums={argnum} but the function was called with "
-                f"{len(args)} positional argument(s)."
-            )
-        x = np.asarray(args[argnum], dtype=np.float64)
-        plan = state["plan"]
-        if plan is None or plan.pattern.shape[1] != x.size:
-            if given is not None:
-                if given.shape[1] != x.size:
-                    raise ShapeError(
-                        f"sparse_jacobian: sparsity= has shape {given.shape} but the input has "
-                        f"{x.size} entries (shape {x.shape}); the pattern must have shape "
-                        f"(out.size, {x.size})."
-                    )
-                plan = plan_for(given, True)
-            else:
-                plan = plan_for(detect(*args, **kwargs), False)
-        jac, ok = evaluate(plan, x, args, kwargs)
-        if not ok:
-            source = "the sparsity= given" if plan.given else "the sparsity pattern detected earlier"
-            with lock:
-                if not state["warned"]:
-                    state["warned"] = True
-                    warnings.warn(
-                        f"sparse_jacobian: {source} misses nonzeros of the Jacobian at this "
-                        f"point (a Python branch on a value, or a wrong pattern); detecting it "
-                        f"again here. The result is correct; pass a global pattern with "
-                        f"sparsity= (or use np.where instead of if) to avoid this.",
-                        SparsityChangedWarning, stacklevel=2,
-                    )
-            fresh = detect(*args, **kwargs)
-            # the union covers both points, so alternating branches settle after one
-            # re-detection each (and a pattern given by the user is kept)
-            fresh = (fresh + plan.pattern).tocsr()
-            plan = plan_for(pattern_csr(fresh, None, "sparse_jacobian"), False)
-            jac, ok = evaluate(plan, x, args, kwargs)
-            if not ok:
-                raise DualadError(
-                    "sparse_jacobian: the pattern detected at this point does not cover the "
-                    "Jacobian; a numpy function's flow declaration is wrong. Use "
-                    "ad.jacobian(f) and report the function."
-                )
-        state["plan"] = plan
-        return jac
+    jacobian = functools.wraps(f)(_checked_calls(
+        "sparse_jacobian", "Jacobian", "jacobian", argnum, given, plan_for, detect, evaluate,
+        input_size=lambda pattern: pattern.shape[1],
+        shape_error=lambda given, x: (
+            f"sparse_jacobian: sparsity= has shape {given.shape} but the input has "
+            f"{x.size} entries (shape {x.shape}); the pattern must have shape "
+            f"(out.size, {x.size})."),
+    ))
 
     return mark_transform(jacobian, "sparse_jacobian", f, argnum,
                           lambda g, **o: sparse_jacobian(g, argnum, **{
@@ -460,8 +419,6 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
         raise ShapeError(f"sparse_hessian: sparsity= must be square, got shape {given.shape}.")
     detect = hessian_sparsity(f, argnum, strict=strict)
     gradient = grad(f, argnum)
-    lock = threading.Lock()
-    state: dict[str, Any] = {"plan": None, "warned": False}
 
     def evaluate(plan: _HessianPlan, x: np.ndarray, args: tuple, kwargs: dict
                  ) -> tuple[Any, bool]:
@@ -480,47 +437,67 @@ def sparse_hessian(f: Callable[..., Any], argnums: int = 0, *,
         hess = sp.csr_array((data, plan.indices, plan.indptr), shape=(n, n))
         return hess, _check(b[:, plan.k], data, plan.rows, plan.indices, plan.seed[:, plan.k], n)
 
-    @functools.wraps(f)
-    def hessian(*args: Any, **kwargs: Any) -> Any:
+    hessian = functools.wraps(f)(_checked_calls(
+        "sparse_hessian", "Hessian", "hessian", argnum, given, _HessianPlan, detect, evaluate,
+        input_size=lambda pattern: pattern.shape[0],
+        shape_error=lambda given, x: (
+            f"sparse_hessian: sparsity= has shape {given.shape} but the input has "
+            f"{x.size} entries; the Hessian has shape ({x.size}, {x.size})."),
+    ))
+
+    return hessian
+
+
+def _checked_calls(name: str, what: str, dense: str, argnum: int, given: Any,
+                   new_plan: Callable[[Any, bool], Any], detect: Callable[..., Any],
+                   evaluate: Callable[..., tuple[Any, bool]], *,
+                   input_size: Callable[[Any], int],
+                   shape_error: Callable[[Any, np.ndarray], str]) -> Callable[..., Any]:
+    """The calls of a sparse transform: a plan for the pattern given (or detected at the
+    first call), each result checked along a random direction by ``evaluate``; a failed
+    check warns once, detects again at this point and plans for the union of both
+    patterns (so alternating branches settle after one re-detection each)."""
+    lock = threading.Lock()
+    state: dict[str, Any] = {"plan": None, "warned": False}
+
+    def call(*args: Any, **kwargs: Any) -> Any:
         if not -len(args) <= argnum < len(args):
             raise TypeError(
-                f"sparse_hessian: argnums={argnum} but the function was called with "
+                f"{name}: argnums={argnum} but the function was called with "
                 f"{len(args)} positional argument(s)."
             )
         x = np.asarray(args[argnum], dtype=np.float64)
         plan = state["plan"]
-        if plan is None or plan.pattern.shape[0] != x.size:
+        if plan is None or input_size(plan.pattern) != x.size:
             if given is not None:
-                if given.shape[0] != x.size:
-                    raise ShapeError(
-                        f"sparse_hessian: sparsity= has shape {given.shape} but the input has "
-                        f"{x.size} entries; the Hessian has shape ({x.size}, {x.size})."
-                    )
-                plan = _HessianPlan(given, True)
+                if input_size(given) != x.size:
+                    raise ShapeError(shape_error(given, x))
+                plan = new_plan(given, True)
             else:
-                plan = _HessianPlan(detect(*args, **kwargs), False)
-        hess, ok = evaluate(plan, x, args, kwargs)
+                plan = new_plan(detect(*args, **kwargs), False)
+        result, ok = evaluate(plan, x, args, kwargs)
         if not ok:
+            source = "the sparsity= given" if plan.given else "the sparsity pattern detected earlier"
             with lock:
                 if not state["warned"]:
                     state["warned"] = True
                     warnings.warn(
-                        "sparse_hessian: the sparsity pattern in use misses nonzeros of the "
-                        "Hessian at this point; detecting it again here. The result is "
-                        "correct; pass a global pattern with sparsity= to avoid this.",
+                        f"{name}: {source} misses nonzeros of the {what} at this point (a "
+                        f"Python branch on a value, or a wrong pattern); detecting it again "
+                        f"here. The result is correct; pass a global pattern with sparsity= "
+                        f"(or use np.where instead of if) to avoid this.",
                         SparsityChangedWarning, stacklevel=2,
                     )
-            fresh = detect(*args, **kwargs)
-            fresh = (fresh + plan.pattern).tocsr()
-            plan = _HessianPlan(pattern_csr(fresh, None, "sparse_hessian"), False)
-            hess, ok = evaluate(plan, x, args, kwargs)
+            fresh = (detect(*args, **kwargs) + plan.pattern).tocsr()
+            plan = new_plan(pattern_csr(fresh, None, name), False)
+            result, ok = evaluate(plan, x, args, kwargs)
             if not ok:
                 raise DualadError(
-                    "sparse_hessian: the pattern detected at this point does not cover the "
-                    "Hessian; a numpy function's flow declaration is wrong. Use "
-                    "ad.hessian(f) and report the function."
+                    f"{name}: the pattern detected at this point does not cover the {what}; a "
+                    f"numpy function's flow declaration is wrong. Use ad.{dense}(f) and "
+                    f"report the function."
                 )
         state["plan"] = plan
-        return hess
+        return result
 
-    return hessian
+    return call
