@@ -332,6 +332,7 @@ print(repr(J.tolist()), time.perf_counter() - start)
 
 def _run(cache: Path) -> tuple[str, float]:
     env = dict(os.environ, DUALAD_KERNEL_CACHE=str(cache), PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_CACHE_DIR", None)  # Numba's index files beside the generated modules
     done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
                           text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
