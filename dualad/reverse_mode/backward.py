@@ -257,6 +257,25 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             g = pop(key, None)
             if g is None:
                 continue
+            pull = node.pull
+            if pull is not None and type(g) is _F64:  # float64 numbers: the scalar pullback
+                args = node.args
+                i = 0
+                for r in pull(g, node):
+                    if r is not None:
+                        arg = args[i]
+                        key = id(arg)
+                        prev = get(key)
+                        if prev is None:
+                            grads[key] = r
+                            if type(arg) is CachedNode:
+                                heappush(heap, (-arg.seq, key, arg))
+                            else:
+                                reached[key] = arg
+                        else:
+                            grads[key] = prev + r
+                    i += 1
+                continue
             level = node.level
             args = node.args
             values = []

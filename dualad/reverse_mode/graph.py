@@ -25,12 +25,24 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..core.arguments import as_differentiable, is_differentiable_output, value
-from ..core.array_protocol import NumpyOverloads, shape_of, value_observer
+from ..core.array_protocol import (
+    BINARY_OPERATORS,
+    NumpyOverloads,
+    shape_of,
+    value_observer,
+)
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator
-from ..core.tracing import Traced, innermost, normalize_arguments, recording_paused
+from ..core.tracing import (
+    Traced,
+    apply_operator,
+    innermost,
+    normalize_arguments,
+    recording_paused,
+)
 from ..derivatives.registry import get_rule, not_differentiable_message, refused_positions
+from .fast_path import PLAIN_VALUES, RECORDS, fast_path
 
 _Node = TypeVar("_Node", bound="CachedNode")
 
@@ -57,22 +69,10 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
-        if not kwargs and not _MUTABLE_MADE:
-            out = _evaluate(op, args, level)
+        if not kwargs:
+            out = record_call(op, args)
             if out is not _GENERAL:
-                if type(out) is _F64 or type(out) is _ND and out.dtype.kind in "fc":
-                    if recording_paused():
-                        return out
-                    if type(op) not in _HAS_GRADIENT:
-                        _require_gradient_rule(op, out, tuple(
-                            a._primal() if isinstance(a, AbstractNode) else a for a in args))
-                    refused = _REFUSED.get(type(op))
-                    if refused:
-                        _refuse_traced(op, refused, args, level)
-                    return CachedNode.recorded(op, args, kwargs, out, level)
-                values = tuple([a._primal() if isinstance(a, AbstractNode) else a
-                                for a in args])
-                return _record_result(op, args, kwargs, values, out, level)
+                return out
         if kwargs and isinstance(op, Method) \
                 and any(isinstance(v, AbstractNode) for v in kwargs.values()):
             # e.g. a primitive called with a traced keyword: rules give one gradient per
@@ -89,6 +89,17 @@ class AbstractNode(Traced, NumpyOverloads):
         else:
             out = forward(op, *values)
         return _record_result(op, args, kwargs, values, out, level)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            op = _UFUNC_CALLS.get(ufunc)
+            if op is None:
+                op = _ufunc_call(ufunc)
+            if op is not None:
+                out = record_call(op, inputs)
+                if out is not _GENERAL:
+                    return out
+        return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         normalized = normalize_arguments(args)
@@ -160,62 +171,127 @@ def _record_result(op: Operator, args: tuple, kwargs: dict, values: tuple, out: 
     return node
 
 
-# The types of plain values whose evaluation calls the function itself (no rule to find).
-_PLAIN_VALUES = frozenset((float, int, bool, np.float64, np.ndarray, complex, np.complex128))
 _F64 = np.float64
 _ND = np.ndarray
-#: A marker: the call needs the general evaluation path.
+# The keyword arguments of the scalar nodes (none; shared, never written to).
+_NO_KEYWORDS: dict = {}
+
+
+#: A marker: the call needs the general path (:func:`~dualad.core.tracing.apply_operator`).
 _GENERAL = object()
-# Operator and value types -> how ``forward`` evaluates them: its resolved method (a
-# catch-all calls op.f directly), or None for types the general path handles.
-_EVALUATORS: dict[tuple, Any] = {}
 
 
-def _forget_evaluators() -> None:
-    _EVALUATORS.clear()
+def record_call(op: Operator, args: tuple) -> Any:
+    """Record ``op(*args)`` (no keywords) when its traced arguments are graph nodes of one
+    level and the others plain numbers or arrays; else :data:`_GENERAL`.
 
-
-forward.on_change(_forget_evaluators)
-
-
-def _evaluate(op: Operator, args: tuple, level: int) -> Any:
-    """``op``'s value on the arguments' values at ``level`` when every argument is a node
-    of that level or a plain value (one dispatch lookup, cached per types); else
-    :data:`_GENERAL`."""
+    The entry of numpy's protocols and Python's operators on graph nodes: one pass over
+    the arguments, one lookup of the call's :class:`~dualad.reverse_mode.fast_path.FastPath`
+    record, and a node that keeps the scalar pullback of a table rule on float64 numbers.
+    """
     values = []
+    level = None
+    mask = 0  # bit i: argument i is a CachedNode or Variable
+    bit = 1
     for a in args:
-        if isinstance(a, AbstractNode):
-            if a.level != level:
+        t = type(a)
+        if t is CachedNode or t is Variable:
+            if level is None:
+                level = a.level
+            elif a.level != level:
+                return _GENERAL
+            values.append(a.output)
+            mask |= bit
+        elif t in PLAIN_VALUES:
+            if t is _ND and a.dtype.hasobject:  # traced values inside: normalised first
+                return _GENERAL
+            values.append(a)
+        elif isinstance(a, AbstractNode) and t is not MutableNode:
+            if level is None:
+                level = a.level
+            elif a.level != level:
                 return _GENERAL
             values.append(a._primal())
-        elif type(a) in _PLAIN_VALUES:
-            values.append(a)
-        else:
+            mask = -1  # no scalar pullback for other node types
+        else:  # lists, writable nodes, other traced types, foreign arrays
             return _GENERAL
+        bit <<= 1
     types = (type(op), *map(type, values))
     try:
-        impl = _EVALUATORS[types]
+        record = RECORDS[types]
     except KeyError:
-        impl = _EVALUATORS[types] = _evaluator(op, types)
-    if impl is None:
+        record = fast_path(op, types)
+    if record is None or level is None:
         return _GENERAL
-    return impl(op, *values)
+    out = record.evaluate(op, *values)
+    to = type(out)
+    if to is _F64 and mask > 0 and record.pulls is not None:
+        pull = record.pulls[mask]
+        if pull is not None:  # a table rule on float64 numbers
+            if recording_paused():
+                return out
+            node = _new(CachedNode)
+            node.op = op
+            node.args = args
+            node.kwargs = _NO_KEYWORDS
+            node.output = out
+            node.level = level
+            node.seq = _next_seq()
+            node.pull = pull
+            return node
+    kwargs: dict = {}
+    if to is _F64 or to is _ND and out.dtype.kind in "fc":
+        if recording_paused():
+            return out
+        if type(op) not in _HAS_GRADIENT:
+            _require_gradient_rule(op, out, tuple(values))
+        refused = _REFUSED.get(type(op))
+        if refused:
+            _refuse_traced(op, refused, args, level)
+        return CachedNode.recorded(op, args, kwargs, out, level)
+    return _record_result(op, args, kwargs, tuple(values), out, level)
 
 
-def _call_f(op: Any, *values: Any) -> Any:
-    return op.f(*values)
+# ufunc -> Broadcasted[ufunc] (elementwise ufuncs; None for gufuncs, which take the
+# general path)
+_UFUNC_CALLS: dict[Any, Any] = {}
 
 
-def _evaluator(op: Operator, types: tuple) -> Any:
-    if not all(t in _PLAIN_VALUES for t in types[1:]):
-        return None
-    try:
-        impl = forward.resolve(types)
-    except Exception:  # no method, ambiguous: the general path says so
-        return None
-    if getattr(impl, "__dualad_catch_all__", False):
-        return _call_f if getattr(op, "f", None) is not None else None
-    return impl
+def _ufunc_call(ufunc: Any) -> Any:
+    op = _UFUNC_CALLS[ufunc] = Broadcasted.instance(ufunc) if ufunc.signature is None \
+        else None
+    return op
+
+
+def _operator(ufunc: np.ufunc, reflected: bool) -> Any:
+    """Python's operator for ``ufunc`` on graph nodes (``x * y``, ``2.0 - x``)."""
+    op = Broadcasted.instance(ufunc)
+
+    if reflected:
+        def method(self: Any, other: Any) -> Any:
+            out = record_call(op, (other, self))
+            return apply_operator(op, (other, self), {}) if out is _GENERAL else out
+    else:
+        def method(self: Any, other: Any) -> Any:
+            out = record_call(op, (self, other))
+            return apply_operator(op, (self, other), {}) if out is _GENERAL else out
+
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
+    return method
+
+
+for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
+    setattr(AbstractNode, _name, _operator(_ufunc, _reflected))
+del _name, _ufunc, _reflected
+_NEGATIVE = Broadcasted.instance(np.negative)
+
+
+def _negative(self: Any) -> Any:
+    out = record_call(_NEGATIVE, (self,))
+    return apply_operator(_NEGATIVE, (self,), {}) if out is _GENERAL else out
+
+
+AbstractNode.__neg__ = _negative  # type: ignore[method-assign]
 
 
 class LeafNode(AbstractNode):
@@ -235,15 +311,24 @@ class Variable(LeafNode):
         12.0
     """
 
-    __slots__ = ("value", "grad", "level", "__weakref__")
+    __slots__ = ("output", "grad", "level", "__weakref__")
 
     def __init__(self, value: Any, level: int = 0) -> None:
-        self.value = as_differentiable(value, "Variable value")
+        self.output = as_differentiable(value, "Variable value")
         self.grad: Any = None
         self.level = level
 
+    @property
+    def value(self) -> Any:
+        """The value this leaf holds (``output``, as graph nodes name their values)."""
+        return self.output
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self.output = value
+
     def _primal(self) -> Any:
-        return self.value
+        return self.output
 
     def zero_grad(self) -> None:
         """Forget the accumulated gradient (``grad`` becomes ``None``)."""
@@ -278,10 +363,11 @@ class CachedNode(AbstractNode):
 
     The call's parts are stored flat (``op``, ``args``, ``kwargs``) to keep a recorded
     operation small; ``.node`` gives them as a :class:`Node`. ``seq`` numbers nodes in
-    recording order (inputs first).
+    recording order (inputs first). ``pull`` is the scalar pullback of a table rule's call
+    on float64 numbers (see :mod:`dualad.reverse_mode.fast_path`), else ``None``.
     """
 
-    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "seq")
+    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "pull", "seq")
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
         self.op = node.op
@@ -290,6 +376,7 @@ class CachedNode(AbstractNode):
         self.output = output
         self.level = level
         self.seq = _next_seq()
+        self.pull = None
 
     @classmethod
     def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
@@ -302,6 +389,7 @@ class CachedNode(AbstractNode):
         self.output = output
         self.level = level
         self.seq = _next_seq()
+        self.pull = None
         return self
 
     @property
