@@ -3,7 +3,7 @@
 One :class:`FastPath` record per tuple ``(operator type, *argument value types)``, read
 when a call on graph nodes is recorded (one dispatch lookup per types, cached):
 
-- ``evaluate(op, *values)``: the call's value (the resolved ``forward`` method, or the
+- ``evaluate(*values)``: the call's value (the resolved ``forward`` method, or the
   function itself);
 - ``pulls``: for an elementwise rule of the tables called on float64 numbers, one pullback
   per set of arguments that are graph nodes (indexed by that bit mask). A node recorded
@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +52,7 @@ _PULLED = frozenset(("expr", "one", "minus_one", "zero"))
 class FastPath:
     """How calls of one operator on values of given types are recorded.
 
-    ``evaluate(op, *values)`` gives the value; ``pulls`` is ``None`` or a tuple indexed by
+    ``evaluate(*values)`` gives the value; ``pulls`` is ``None`` or a tuple indexed by
     the bit mask of the arguments that are graph nodes (bit ``i`` for argument ``i``),
     holding each mask's scalar pullback ``pull(grad, node) -> tuple`` or ``None``.
     """
@@ -100,10 +101,6 @@ def fast_path(op: Any, types: tuple) -> FastPath | None:
     return record
 
 
-def _call_f(op: Any, *values: Any) -> Any:
-    return op.f(*values)
-
-
 #: Value types a record is made for (the resolved method is called on them directly).
 PLAIN_VALUES = frozenset((float, int, bool, np.float64, np.ndarray, complex, np.complex128))
 
@@ -115,11 +112,13 @@ def _build(op: Any, types: tuple) -> FastPath | None:
         impl = forward.resolve(types)
     except Exception:  # noqa: BLE001 - no method, ambiguous: the general path says so
         return None
-    if getattr(impl, "__dualad_catch_all__", False):
-        if getattr(op, "f", None) is None:
+    if getattr(impl, "__dualad_catch_all__", False):  # no rule for these types: a plain call
+        evaluate = getattr(op, "f", None)
+        if evaluate is None:
             return None
-        impl = _call_f
-    return FastPath(impl, _scalar_pulls(types))
+    else:
+        evaluate = functools.partial(impl, op)
+    return FastPath(evaluate, _scalar_pulls(types))
 
 
 def _scalar_pulls(types: tuple) -> tuple | None:

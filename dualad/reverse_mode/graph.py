@@ -189,6 +189,64 @@ def record_call(op: Operator, args: tuple) -> Any:
     the arguments, one lookup of the call's :class:`~dualad.reverse_mode.fast_path.FastPath`
     record, and a node that keeps the scalar pullback of a table rule on float64 numbers.
     """
+    if len(args) == 2:  # binary calls on nodes holding numbers, and numbers: the hot case
+        a, b = args
+        ta = type(a)
+        tb = type(b)
+        if ta is CachedNode:
+            va = a.output
+            if type(va) is _F64:
+                level = a.level
+                if tb is CachedNode:
+                    vb = b.output
+                    if type(vb) is _F64 and b.level == level:
+                        return _record_scalar(op, args, (type(op), _F64, _F64), va, vb, 3,
+                                              level)
+                elif tb is float or tb is _F64 or tb is int:
+                    return _record_scalar(op, args, (type(op), _F64, tb), va, b, 1, level)
+        elif tb is CachedNode and (ta is float or ta is _F64 or ta is int):
+            vb = b.output
+            if type(vb) is _F64:
+                return _record_scalar(op, args, (type(op), ta, _F64), a, vb, 2, b.level)
+    elif len(args) == 1:
+        a = args[0]
+        if type(a) is CachedNode:
+            va = a.output
+            if type(va) is _F64:
+                return _record_scalar(op, args, (type(op), _F64), va, None, 1, a.level)
+    return _record_values(op, args)
+
+
+def _record_scalar(op: Operator, args: tuple, types: tuple, va: Any, vb: Any, mask: int,
+                   level: int) -> Any:
+    """:func:`record_call` of one or two float64 numbers (``vb`` None for one)."""
+    try:
+        record = RECORDS[types]
+    except KeyError:
+        record = fast_path(op, types)
+    if record is not None:
+        pulls = record.pulls
+        if pulls is not None:
+            out = record.evaluate(va) if vb is None else record.evaluate(va, vb)
+            if type(out) is _F64:
+                pull = pulls[mask]
+                if pull is not None:
+                    if recording_paused():
+                        return out
+                    node = _new(CachedNode)
+                    node.op = op
+                    node.args = args
+                    node.kwargs = _NO_KEYWORDS
+                    node.output = out
+                    node.level = level
+                    node.seq = _next_seq()
+                    node.pull = pull
+                    return node
+    return _record_values(op, args)
+
+
+def _record_values(op: Operator, args: tuple) -> Any:
+    """:func:`record_call` of any arguments."""
     values = []
     level = None
     mask = 0  # bit i: argument i is a CachedNode or Variable
@@ -223,7 +281,7 @@ def record_call(op: Operator, args: tuple) -> Any:
         record = fast_path(op, types)
     if record is None or level is None:
         return _GENERAL
-    out = record.evaluate(op, *values)
+    out = record.evaluate(*values)
     to = type(out)
     if to is _F64 and mask > 0 and record.pulls is not None:
         pull = record.pulls[mask]
