@@ -61,28 +61,32 @@ def _parents(node: AbstractNode, level: int) -> list[AbstractNode]:
 
 
 def topological_order(roots: Iterable[AbstractNode]) -> list[AbstractNode]:
-    """Nodes reachable from ``roots`` (same level), inputs before the calls that use them."""
-    order: list[AbstractNode] = []
+    """Nodes reachable from ``roots`` (same level), inputs before the calls that use them.
+
+    Leaves come first; then the calls by recording number (``seq``: every node's inputs
+    were recorded before it), found by an iterative walk and one sort.
+    """
+    leaves: list[AbstractNode] = []
+    calls: list[tuple[int, int, CachedNode]] = []
     visited: set[int] = set()
     for root in roots:
         if id(root) in visited:
             continue
         level = root.level
         visited.add(id(root))
-        stack: list[tuple[AbstractNode, Iterable[AbstractNode]]] = [
-            (root, iter(_parents(root, level)))
-        ]
+        stack = [root]
         while stack:
-            node, parents = stack[-1]
-            for p in parents:
+            node = stack.pop()
+            if not isinstance(node, CachedNode):
+                leaves.append(node)
+                continue
+            calls.append((node.seq, len(calls), node))
+            for p in _parents(node, level):
                 if id(p) not in visited:
                     visited.add(id(p))
-                    stack.append((p, iter(_parents(p, level))))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+                    stack.append(p)
+    calls.sort()
+    return leaves + [node for _, _, node in calls]
 
 
 def default_seed(output: Any) -> Any:
