@@ -102,6 +102,14 @@ class AbstractNode(Traced, NumpyOverloads):
         return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        op = _FUNCTION_CALLS.get(func)
+        if op is not None and (not kwargs or _constant_keywords(kwargs)):
+            out = record_call(op, args, kwargs) if func not in _TRACED_OPTION_HOOKS or \
+                not any(isinstance(a, Traced) for a in args[1:]) else _GENERAL
+            if out is not _GENERAL:
+                return out
+        elif op is None and func not in _FUNCTION_HOOKS:
+            _FUNCTION_CALLS[func] = Method.instance(func)
         normalized = normalize_arguments(args)
         if normalized is not None:  # foreign arrays, object arrays of traced values
             args = normalized
@@ -181,14 +189,17 @@ _NO_KEYWORDS: dict = {}
 _GENERAL = object()
 
 
-def record_call(op: Operator, args: tuple) -> Any:
-    """Record ``op(*args)`` (no keywords) when its traced arguments are graph nodes of one
-    level and the others plain numbers or arrays; else :data:`_GENERAL`.
+def record_call(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
+    """Record ``op(*args, **kwargs)`` when its traced arguments are graph nodes of one
+    level, the others plain numbers or arrays, and its keywords constants; else
+    :data:`_GENERAL`.
 
     The entry of numpy's protocols and Python's operators on graph nodes: one pass over
     the arguments, one lookup of the call's :class:`~dualad.reverse_mode.fast_path.FastPath`
     record, and a node that keeps the scalar pullback of a table rule on float64 numbers.
     """
+    if kwargs:
+        return _record_values(op, args, kwargs)
     if len(args) == 2:  # binary calls on nodes holding numbers, and numbers: the hot case
         a, b = args
         ta = type(a)
@@ -245,7 +256,7 @@ def _record_scalar(op: Operator, args: tuple, types: tuple, va: Any, vb: Any, ma
     return _record_values(op, args)
 
 
-def _record_values(op: Operator, args: tuple) -> Any:
+def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
     """:func:`record_call` of any arguments."""
     values = []
     level = None
@@ -281,7 +292,11 @@ def _record_values(op: Operator, args: tuple) -> Any:
         record = fast_path(op, types)
     if record is None or level is None:
         return _GENERAL
-    out = record.evaluate(*values)
+    if kwargs:
+        out = record.evaluate(*values, **kwargs)
+    else:
+        out = record.evaluate(*values)
+        kwargs = {}
     to = type(out)
     if to is _F64 and mask > 0 and record.pulls is not None:
         pull = record.pulls[mask]
@@ -297,7 +312,6 @@ def _record_values(op: Operator, args: tuple) -> Any:
             node.seq = _next_seq()
             node.pull = pull
             return node
-    kwargs: dict = {}
     if to is _F64 or to is _ND and out.dtype.kind in "fc":
         if recording_paused():
             return out
@@ -317,8 +331,44 @@ _UFUNC_CALLS: dict[Any, Any] = {}
 
 def _ufunc_call(ufunc: Any) -> Any:
     op = _UFUNC_CALLS[ufunc] = Broadcasted.instance(ufunc) if ufunc.signature is None \
-        else None
+        else Method.instance(ufunc)
     return op
+
+
+# numpy function -> Method[function], for functions without a hook (filled on first use)
+_FUNCTION_CALLS: dict[Any, Any] = {}
+# Keyword values recorded as they are (anything else takes the general path).
+_CONSTANT_TYPES = frozenset((int, bool, float, str, type(None), np.dtype, type))
+
+
+def _constant_keywords(kwargs: dict) -> bool:
+    """Whether every keyword argument is a plain constant (``axis=1``, ``keepdims=True``,
+    a tuple of ints), and none is ``out=``."""
+    for k, v in kwargs.items():
+        t = type(v)
+        if t in _CONSTANT_TYPES:
+            if k == "out" and v is not None:
+                return False
+            continue
+        if t is tuple and all(type(i) is int for i in v):
+            continue
+        return False
+    return True
+
+
+def _matmul(self: Any, other: Any) -> Any:
+    out = record_call(_MATMUL, (self, other))
+    return np.matmul(self, other) if out is _GENERAL else out
+
+
+def _rmatmul(self: Any, other: Any) -> Any:
+    out = record_call(_MATMUL, (other, self))
+    return np.matmul(other, self) if out is _GENERAL else out
+
+
+_MATMUL = Method.instance(np.matmul)
+AbstractNode.__matmul__ = _matmul  # type: ignore[method-assign]
+AbstractNode.__rmatmul__ = _rmatmul  # type: ignore[method-assign]
 
 
 def _operator(ufunc: np.ufunc, reflected: bool) -> Any:
@@ -654,12 +704,25 @@ _FUNCTION_HOOKS: dict[Any, tuple[Any, bool]] = {}
 _WRITE_RULE: list[Any] = []
 
 
-def register_function_hook(func: Any, handler: Any, *, in_place: bool = False) -> None:
+# Functions whose hook acts only on traced values after the first argument.
+_TRACED_OPTION_HOOKS: set[Any] = set()
+
+
+def register_function_hook(func: Any, handler: Any, *, in_place: bool = False,
+                           traced_options_only: bool = False) -> None:
     """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes.
 
     ``in_place``: ``func`` writes into an argument and returns None (``np.copyto``).
+    ``traced_options_only``: the handler returns None unless a traced value is passed
+    after the first argument (``initial=``), so calls without one skip it.
     """
     _FUNCTION_HOOKS[func] = (handler, in_place)
+    _FUNCTION_CALLS.pop(func, None)
+    if traced_options_only:
+        _TRACED_OPTION_HOOKS.add(func)
+        _FUNCTION_CALLS[func] = Method.instance(func)
+    else:
+        _TRACED_OPTION_HOOKS.discard(func)
 
 
 def register_write_hook(write: Any) -> None:
