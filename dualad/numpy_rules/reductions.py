@@ -155,7 +155,7 @@ def _initial_hook(func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 for _f in _INITIAL_FORMS:
-    register_function_hook(_f, _initial_hook)
+    register_function_hook(_f, _initial_hook, traced_options_only=True)
 
 
 def _reduction_rules(funcs: tuple, names: tuple[str, ...], default_axis: Any,

@@ -61,28 +61,32 @@ def _parents(node: AbstractNode, level: int) -> list[AbstractNode]:
 
 
 def topological_order(roots: Iterable[AbstractNode]) -> list[AbstractNode]:
-    """Nodes reachable from ``roots`` (same level), inputs before the calls that use them."""
-    order: list[AbstractNode] = []
+    """Nodes reachable from ``roots`` (same level), inputs before the calls that use them.
+
+    Leaves come first; then the calls by recording number (``seq``: every node's inputs
+    were recorded before it), found by an iterative walk and one sort.
+    """
+    leaves: list[AbstractNode] = []
+    calls: list[tuple[int, int, CachedNode]] = []
     visited: set[int] = set()
     for root in roots:
         if id(root) in visited:
             continue
         level = root.level
         visited.add(id(root))
-        stack: list[tuple[AbstractNode, Iterable[AbstractNode]]] = [
-            (root, iter(_parents(root, level)))
-        ]
+        stack = [root]
         while stack:
-            node, parents = stack[-1]
-            for p in parents:
+            node = stack.pop()
+            if not isinstance(node, CachedNode):
+                leaves.append(node)
+                continue
+            calls.append((node.seq, len(calls), node))
+            for p in _parents(node, level):
                 if id(p) not in visited:
                     visited.add(id(p))
-                    stack.append((p, iter(_parents(p, level))))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+                    stack.append(p)
+    calls.sort()
+    return leaves + [node for _, _, node in calls]
 
 
 def default_seed(output: Any) -> Any:
@@ -256,6 +260,25 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             _, key, node = heappop(heap)
             g = pop(key, None)
             if g is None:
+                continue
+            pull = node.pull
+            if pull is not None and type(g) is _F64:  # float64 numbers: the scalar pullback
+                args = node.args
+                i = 0
+                for r in pull(g, node):
+                    if r is not None:
+                        arg = args[i]
+                        key = id(arg)
+                        prev = get(key)
+                        if prev is None:
+                            grads[key] = r
+                            if type(arg) is CachedNode:
+                                heappush(heap, (-arg.seq, key, arg))
+                            else:
+                                reached[key] = arg
+                        else:
+                            grads[key] = prev + r
+                    i += 1
                 continue
             level = node.level
             args = node.args

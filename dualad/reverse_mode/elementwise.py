@@ -32,6 +32,7 @@ from ..derivatives.registry import (
 )
 from .backward import _NEEDS as _NEEDS_STATE
 from .backward import gradients_needed
+from .fast_path import register_table_gradient
 
 __all__ = ["register_rule_gradient"]
 
@@ -177,6 +178,7 @@ def register_rule_gradient(rule: ElementwiseRule) -> None:
     method = _make_gradient(rule)
     method.__name__ = method.__qualname__ = f"gradient_{rule.name}"
     method.__doc__ = f"Gradient of {rule.name} from its rule: {rule!r}"
+    register_table_gradient(signature.types[0], rule, method)
     gradient.register(method, signature, builtin=True)
 
 

@@ -25,12 +25,24 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..core.arguments import as_differentiable, is_differentiable_output, value
-from ..core.array_protocol import NumpyOverloads, shape_of, value_observer
+from ..core.array_protocol import (
+    BINARY_OPERATORS,
+    NumpyOverloads,
+    shape_of,
+    value_observer,
+)
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator
-from ..core.tracing import Traced, innermost, normalize_arguments, recording_paused
+from ..core.tracing import (
+    Traced,
+    apply_operator,
+    innermost,
+    normalize_arguments,
+    recording_paused,
+)
 from ..derivatives.registry import get_rule, not_differentiable_message, refused_positions
+from .fast_path import PLAIN_VALUES, RECORDS, fast_path
 
 _Node = TypeVar("_Node", bound="CachedNode")
 
@@ -57,22 +69,10 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
-        if not kwargs and not _MUTABLE_MADE:
-            out = _evaluate(op, args, level)
+        if not kwargs:
+            out = record_call(op, args)
             if out is not _GENERAL:
-                if type(out) is _F64 or type(out) is _ND and out.dtype.kind in "fc":
-                    if recording_paused():
-                        return out
-                    if type(op) not in _HAS_GRADIENT:
-                        _require_gradient_rule(op, out, tuple(
-                            a._primal() if isinstance(a, AbstractNode) else a for a in args))
-                    refused = _REFUSED.get(type(op))
-                    if refused:
-                        _refuse_traced(op, refused, args, level)
-                    return CachedNode.recorded(op, args, kwargs, out, level)
-                values = tuple([a._primal() if isinstance(a, AbstractNode) else a
-                                for a in args])
-                return _record_result(op, args, kwargs, values, out, level)
+                return out
         if kwargs and isinstance(op, Method) \
                 and any(isinstance(v, AbstractNode) for v in kwargs.values()):
             # e.g. a primitive called with a traced keyword: rules give one gradient per
@@ -90,7 +90,26 @@ class AbstractNode(Traced, NumpyOverloads):
             out = forward(op, *values)
         return _record_result(op, args, kwargs, values, out, level)
 
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            op = _UFUNC_CALLS.get(ufunc)
+            if op is None:
+                op = _ufunc_call(ufunc)
+            if op is not None:
+                out = record_call(op, inputs)
+                if out is not _GENERAL:
+                    return out
+        return NumpyOverloads.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
+
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        op = _FUNCTION_CALLS.get(func)
+        if op is not None and (not kwargs or _constant_keywords(kwargs)):
+            out = record_call(op, args, kwargs) if func not in _TRACED_OPTION_HOOKS or \
+                not any(isinstance(a, Traced) for a in args[1:]) else _GENERAL
+            if out is not _GENERAL:
+                return out
+        elif op is None and func not in _FUNCTION_HOOKS:
+            _FUNCTION_CALLS[func] = Method.instance(func)
         normalized = normalize_arguments(args)
         if normalized is not None:  # foreign arrays, object arrays of traced values
             args = normalized
@@ -160,62 +179,227 @@ def _record_result(op: Operator, args: tuple, kwargs: dict, values: tuple, out: 
     return node
 
 
-# The types of plain values whose evaluation calls the function itself (no rule to find).
-_PLAIN_VALUES = frozenset((float, int, bool, np.float64, np.ndarray, complex, np.complex128))
 _F64 = np.float64
 _ND = np.ndarray
-#: A marker: the call needs the general evaluation path.
+# The keyword arguments of the scalar nodes (none; shared, never written to).
+_NO_KEYWORDS: dict = {}
+
+
+#: A marker: the call needs the general path (:func:`~dualad.core.tracing.apply_operator`).
 _GENERAL = object()
-# Operator and value types -> how ``forward`` evaluates them: its resolved method (a
-# catch-all calls op.f directly), or None for types the general path handles.
-_EVALUATORS: dict[tuple, Any] = {}
 
 
-def _forget_evaluators() -> None:
-    _EVALUATORS.clear()
+def record_call(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
+    """Record ``op(*args, **kwargs)`` when its traced arguments are graph nodes of one
+    level, the others plain numbers or arrays, and its keywords constants; else
+    :data:`_GENERAL`.
+
+    The entry of numpy's protocols and Python's operators on graph nodes: one pass over
+    the arguments, one lookup of the call's :class:`~dualad.reverse_mode.fast_path.FastPath`
+    record, and a node that keeps the scalar pullback of a table rule on float64 numbers.
+    """
+    if kwargs:
+        return _record_values(op, args, kwargs)
+    if len(args) == 2:  # binary calls on nodes holding numbers, and numbers: the hot case
+        a, b = args
+        ta = type(a)
+        tb = type(b)
+        if ta is CachedNode:
+            va = a.output
+            if type(va) is _F64:
+                level = a.level
+                if tb is CachedNode:
+                    vb = b.output
+                    if type(vb) is _F64 and b.level == level:
+                        return _record_scalar(op, args, (type(op), _F64, _F64), va, vb, 3,
+                                              level)
+                elif tb is float or tb is _F64 or tb is int:
+                    return _record_scalar(op, args, (type(op), _F64, tb), va, b, 1, level)
+        elif tb is CachedNode and (ta is float or ta is _F64 or ta is int):
+            vb = b.output
+            if type(vb) is _F64:
+                return _record_scalar(op, args, (type(op), ta, _F64), a, vb, 2, b.level)
+    elif len(args) == 1:
+        a = args[0]
+        if type(a) is CachedNode:
+            va = a.output
+            if type(va) is _F64:
+                return _record_scalar(op, args, (type(op), _F64), va, None, 1, a.level)
+    return _record_values(op, args)
 
 
-forward.on_change(_forget_evaluators)
+def _record_scalar(op: Operator, args: tuple, types: tuple, va: Any, vb: Any, mask: int,
+                   level: int) -> Any:
+    """:func:`record_call` of one or two float64 numbers (``vb`` None for one)."""
+    try:
+        record = RECORDS[types]
+    except KeyError:
+        record = fast_path(op, types)
+    if record is not None:
+        pulls = record.pulls
+        if pulls is not None:
+            out = record.evaluate(va) if vb is None else record.evaluate(va, vb)
+            if type(out) is _F64:
+                pull = pulls[mask]
+                if pull is not None:
+                    if recording_paused():
+                        return out
+                    node = _new(CachedNode)
+                    node.op = op
+                    node.args = args
+                    node.kwargs = _NO_KEYWORDS
+                    node.output = out
+                    node.level = level
+                    node.seq = _next_seq()
+                    node.pull = pull
+                    return node
+    return _record_values(op, args)
 
 
-def _evaluate(op: Operator, args: tuple, level: int) -> Any:
-    """``op``'s value on the arguments' values at ``level`` when every argument is a node
-    of that level or a plain value (one dispatch lookup, cached per types); else
-    :data:`_GENERAL`."""
+def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
+    """:func:`record_call` of any arguments."""
     values = []
+    level = None
+    mask = 0  # bit i: argument i is a CachedNode or Variable
+    bit = 1
     for a in args:
-        if isinstance(a, AbstractNode):
-            if a.level != level:
+        t = type(a)
+        if t is CachedNode or t is Variable:
+            if level is None:
+                level = a.level
+            elif a.level != level:
+                return _GENERAL
+            values.append(a.output)
+            mask |= bit
+        elif t in PLAIN_VALUES:
+            if t is _ND and a.dtype.hasobject:  # traced values inside: normalised first
+                return _GENERAL
+            values.append(a)
+        elif isinstance(a, AbstractNode) and t is not MutableNode:
+            if level is None:
+                level = a.level
+            elif a.level != level:
                 return _GENERAL
             values.append(a._primal())
-        elif type(a) in _PLAIN_VALUES:
-            values.append(a)
-        else:
+            mask = -1  # no scalar pullback for other node types
+        else:  # lists, writable nodes, other traced types, foreign arrays
             return _GENERAL
+        bit <<= 1
     types = (type(op), *map(type, values))
     try:
-        impl = _EVALUATORS[types]
+        record = RECORDS[types]
     except KeyError:
-        impl = _EVALUATORS[types] = _evaluator(op, types)
-    if impl is None:
+        record = fast_path(op, types)
+    if record is None or level is None:
         return _GENERAL
-    return impl(op, *values)
+    if kwargs:
+        out = record.evaluate(*values, **kwargs)
+    else:
+        out = record.evaluate(*values)
+        kwargs = {}
+    to = type(out)
+    if to is _F64 and mask > 0 and record.pulls is not None:
+        pull = record.pulls[mask]
+        if pull is not None:  # a table rule on float64 numbers
+            if recording_paused():
+                return out
+            node = _new(CachedNode)
+            node.op = op
+            node.args = args
+            node.kwargs = _NO_KEYWORDS
+            node.output = out
+            node.level = level
+            node.seq = _next_seq()
+            node.pull = pull
+            return node
+    if to is _F64 or to is _ND and out.dtype.kind in "fc":
+        if recording_paused():
+            return out
+        if type(op) not in _HAS_GRADIENT:
+            _require_gradient_rule(op, out, tuple(values))
+        refused = _REFUSED.get(type(op))
+        if refused:
+            _refuse_traced(op, refused, args, level)
+        return CachedNode.recorded(op, args, kwargs, out, level)
+    return _record_result(op, args, kwargs, tuple(values), out, level)
 
 
-def _call_f(op: Any, *values: Any) -> Any:
-    return op.f(*values)
+# ufunc -> Broadcasted[ufunc] (elementwise ufuncs; None for gufuncs, which take the
+# general path)
+_UFUNC_CALLS: dict[Any, Any] = {}
 
 
-def _evaluator(op: Operator, types: tuple) -> Any:
-    if not all(t in _PLAIN_VALUES for t in types[1:]):
-        return None
-    try:
-        impl = forward.resolve(types)
-    except Exception:  # no method, ambiguous: the general path says so
-        return None
-    if getattr(impl, "__dualad_catch_all__", False):
-        return _call_f if getattr(op, "f", None) is not None else None
-    return impl
+def _ufunc_call(ufunc: Any) -> Any:
+    op = _UFUNC_CALLS[ufunc] = Broadcasted.instance(ufunc) if ufunc.signature is None \
+        else Method.instance(ufunc)
+    return op
+
+
+# numpy function -> Method[function], for functions without a hook (filled on first use)
+_FUNCTION_CALLS: dict[Any, Any] = {}
+# Keyword values recorded as they are (anything else takes the general path).
+_CONSTANT_TYPES = frozenset((int, bool, float, str, type(None), np.dtype, type))
+
+
+def _constant_keywords(kwargs: dict) -> bool:
+    """Whether every keyword argument is a plain constant (``axis=1``, ``keepdims=True``,
+    a tuple of ints), and none is ``out=``."""
+    for k, v in kwargs.items():
+        t = type(v)
+        if t in _CONSTANT_TYPES:
+            if k == "out" and v is not None:
+                return False
+            continue
+        if t is tuple and all(type(i) is int for i in v):
+            continue
+        return False
+    return True
+
+
+def _matmul(self: Any, other: Any) -> Any:
+    out = record_call(_MATMUL, (self, other))
+    return np.matmul(self, other) if out is _GENERAL else out
+
+
+def _rmatmul(self: Any, other: Any) -> Any:
+    out = record_call(_MATMUL, (other, self))
+    return np.matmul(other, self) if out is _GENERAL else out
+
+
+_MATMUL = Method.instance(np.matmul)
+AbstractNode.__matmul__ = _matmul  # type: ignore[method-assign]
+AbstractNode.__rmatmul__ = _rmatmul  # type: ignore[method-assign]
+
+
+def _operator(ufunc: np.ufunc, reflected: bool) -> Any:
+    """Python's operator for ``ufunc`` on graph nodes (``x * y``, ``2.0 - x``)."""
+    op = Broadcasted.instance(ufunc)
+
+    if reflected:
+        def method(self: Any, other: Any) -> Any:
+            out = record_call(op, (other, self))
+            return apply_operator(op, (other, self), {}) if out is _GENERAL else out
+    else:
+        def method(self: Any, other: Any) -> Any:
+            out = record_call(op, (self, other))
+            return apply_operator(op, (self, other), {}) if out is _GENERAL else out
+
+    method.__name__ = f"__{'r' if reflected else ''}{ufunc.__name__}__"
+    return method
+
+
+for _name, (_ufunc, _reflected) in BINARY_OPERATORS.items():
+    setattr(AbstractNode, _name, _operator(_ufunc, _reflected))
+del _name, _ufunc, _reflected
+_NEGATIVE = Broadcasted.instance(np.negative)
+
+
+def _negative(self: Any) -> Any:
+    out = record_call(_NEGATIVE, (self,))
+    return apply_operator(_NEGATIVE, (self,), {}) if out is _GENERAL else out
+
+
+AbstractNode.__neg__ = _negative  # type: ignore[method-assign]
 
 
 class LeafNode(AbstractNode):
@@ -235,15 +419,24 @@ class Variable(LeafNode):
         12.0
     """
 
-    __slots__ = ("value", "grad", "level", "__weakref__")
+    __slots__ = ("output", "grad", "level", "__weakref__")
 
     def __init__(self, value: Any, level: int = 0) -> None:
-        self.value = as_differentiable(value, "Variable value")
+        self.output = as_differentiable(value, "Variable value")
         self.grad: Any = None
         self.level = level
 
+    @property
+    def value(self) -> Any:
+        """The value this leaf holds (``output``, as graph nodes name their values)."""
+        return self.output
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self.output = value
+
     def _primal(self) -> Any:
-        return self.value
+        return self.output
 
     def zero_grad(self) -> None:
         """Forget the accumulated gradient (``grad`` becomes ``None``)."""
@@ -278,10 +471,11 @@ class CachedNode(AbstractNode):
 
     The call's parts are stored flat (``op``, ``args``, ``kwargs``) to keep a recorded
     operation small; ``.node`` gives them as a :class:`Node`. ``seq`` numbers nodes in
-    recording order (inputs first).
+    recording order (inputs first). ``pull`` is the scalar pullback of a table rule's call
+    on float64 numbers (see :mod:`dualad.reverse_mode.fast_path`), else ``None``.
     """
 
-    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "seq")
+    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "pull", "seq")
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
         self.op = node.op
@@ -290,6 +484,7 @@ class CachedNode(AbstractNode):
         self.output = output
         self.level = level
         self.seq = _next_seq()
+        self.pull = None
 
     @classmethod
     def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
@@ -302,6 +497,7 @@ class CachedNode(AbstractNode):
         self.output = output
         self.level = level
         self.seq = _next_seq()
+        self.pull = None
         return self
 
     @property
@@ -508,12 +704,25 @@ _FUNCTION_HOOKS: dict[Any, tuple[Any, bool]] = {}
 _WRITE_RULE: list[Any] = []
 
 
-def register_function_hook(func: Any, handler: Any, *, in_place: bool = False) -> None:
+# Functions whose hook acts only on traced values after the first argument.
+_TRACED_OPTION_HOOKS: set[Any] = set()
+
+
+def register_function_hook(func: Any, handler: Any, *, in_place: bool = False,
+                           traced_options_only: bool = False) -> None:
     """Run ``handler(func, args, kwargs)`` for ``func`` called on graph nodes.
 
     ``in_place``: ``func`` writes into an argument and returns None (``np.copyto``).
+    ``traced_options_only``: the handler returns None unless a traced value is passed
+    after the first argument (``initial=``), so calls without one skip it.
     """
     _FUNCTION_HOOKS[func] = (handler, in_place)
+    _FUNCTION_CALLS.pop(func, None)
+    if traced_options_only:
+        _TRACED_OPTION_HOOKS.add(func)
+        _FUNCTION_CALLS[func] = Method.instance(func)
+    else:
+        _TRACED_OPTION_HOOKS.discard(func)
 
 
 def register_write_hook(write: Any) -> None:

@@ -56,7 +56,13 @@ class _Inputs:
             x = args[i]
             tx = type(x)
             if tx is np.ndarray and x.dtype is _F64 or tx is float or tx is np.float64:
-                v = Variable(as_differentiable(x), self.level)  # one plain leaf
+                if tx is np.ndarray:  # one plain leaf: a float64 array, as it is
+                    v = _new(Variable)
+                    v.output = x
+                    v.grad = None
+                    v.level = self.level
+                else:
+                    v = Variable(as_differentiable(x), self.level)
                 self.specs.append(_PLAIN_LEAF)
                 self.variables.append([v])
                 self.dtypes.append([None])
@@ -95,6 +101,7 @@ class _Inputs:
 #: The spec of an argument that is one float64 array or number (no tree to flatten).
 _PLAIN_LEAF = tree_flatten(0.0)[1]
 _F64 = np.dtype(np.float64)
+_new = object.__new__
 
 
 def _output_value(out: Any, level: int) -> Any:
@@ -158,9 +165,14 @@ def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fnam
     """``value_and_grad``, with errors naming ``fname`` (the transform the user called)."""
     guarded = guard_opaque_calls(f, fname)
 
+    checked: dict[int, tuple[tuple[int, ...], bool]] = {}  # argument count -> argnums
+
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        nums, single = normalize_argnums(argnums, len(args), fname)
+        found = checked.get(len(args))
+        if found is None:
+            found = checked[len(args)] = normalize_argnums(argnums, len(args), fname)
+        nums, single = found
         if holomorphic:
             check_complex_inputs(args, nums, True, fname)
         call = AuxOutput(guarded, fname) if has_aux else guarded

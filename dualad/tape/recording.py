@@ -23,7 +23,7 @@ from ..core.arguments import value as plain_value
 from ..core.array_protocol import lift_object_array, shape_of, value_observer
 from ..core.dispatch import forward as forward_rules
 from ..core.dispatch import gradient as gradient_rules
-from ..core.operators import Method, Operator
+from ..core.operators import Broadcasted, Method, Operator
 from ..core.tracing import Traced
 from ..core.trees import tree_flatten
 from ..derivatives.registry import get_rule, operator_type
@@ -262,6 +262,95 @@ def _real_args(e: Operation, values: list[Any], output: Any) -> tuple:
     return tuple(items) if involved else ()
 
 
+# (operator type, output type, *argument value types) -> (fn, gfn, rule) of an operation
+# of Method / Broadcasted (stateless operators): resolved once per signature, not per
+# recorded operation; emptied whenever a rule is registered.
+_SIGNATURES: dict[tuple, tuple[Any, Any, Any]] = {}
+
+
+def _forget_signatures() -> None:
+    _SIGNATURES.clear()
+
+
+forward_rules.on_change(_forget_signatures)
+gradient_rules.on_change(_forget_signatures)
+
+_REAL_SCALARS = frozenset((float, int, bool, np.float64))
+_F64 = np.float64
+_ND = np.ndarray
+
+
+def _resolve(op: Operator, output: Any, values: list[Any], differentiable: bool
+             ) -> tuple[Any, Any, Any]:
+    """``(fn, gfn, rule)`` of one recorded operation (cached per signature)."""
+    cacheable = isinstance(op, (Method, Broadcasted))
+    if cacheable:
+        key = (type(op), type(output), differentiable, *map(type, values))
+        found = _SIGNATURES.get(key)
+        if found is not None:
+            return found
+    fn = _resolve_forward(op, values)
+    gfn = _resolve_gradient(op, output, values) if differentiable else None
+    rule = _table_rule(op, gfn) if differentiable else None
+    if cacheable:
+        _SIGNATURES[key] = (fn, gfn, rule)
+    return fn, gfn, rule
+
+
+def _all_real(output: Any, values: list[Any]) -> bool:
+    """Whether the output and every argument value are real (a quick check; False means
+    "look closer", see :func:`_real_args`)."""
+    to = type(output)
+    if not (to is _F64 or to is _ND and output.dtype.kind != "c"):
+        return False
+    for v in values:
+        t = type(v)
+        if t in _REAL_SCALARS or t is _ND and v.dtype.kind != "c":
+            continue
+        return False
+    return True
+
+
+# scalar pullback -> (fn, gfn, rule) of its calls (a pullback stands for one operator,
+# its value types and which arguments are nodes)
+_PULLED: dict[Any, tuple[Any, Any, Any]] = {}
+gradient_rules.on_change(_PULLED.clear)
+forward_rules.on_change(_PULLED.clear)
+_SCALAR_SHAPES = ([()], [(), ()])
+
+
+def _scalar_operation(node: CachedNode, pull: Any, slot_of: dict[int, int]) -> Operation:
+    """The operation of a node recorded with a scalar pullback: every value a float64
+    number, no keywords, its arguments nodes (of this recording) or numbers."""
+    e = Operation()
+    e.op = node.op
+    args = node.args
+    template = list(args)
+    refs = []
+    for pos, a in enumerate(args):
+        s = slot_of.get(id(a))
+        if s is not None:
+            template[pos] = None
+            refs.append((pos, s))
+    e.template = template
+    e.refs = tuple(refs)
+    e.seqs = ()
+    e.kw = {}
+    e.kw_refs = ()
+    e.differentiable = True
+    e.multi = False
+    found = _PULLED.get(pull)
+    if found is None:
+        values = [a._primal() if isinstance(a, (CachedNode, Variable)) else a for a in args]
+        found = _PULLED[pull] = _resolve(node.op, node.output, values, True)
+    e.fn, e.gfn, e.rule = found
+    e.shape = ()
+    e.guards = ()
+    e.arg_shapes = list(_SCALAR_SHAPES[len(args) - 1])
+    e.real_args = ()
+    return e
+
+
 def build_program(key: Any, level: int, variables: list[Variable], input_leaves: list[int],
                    out: Any, recorder: Recorder) -> Program:
     out_leaves, out_spec = tree_flatten(out)
@@ -279,57 +368,76 @@ def build_program(key: Any, level: int, variables: list[Variable], input_leaves:
     ops: list[Operation] = []
     value_only: set[int] = set()  # slots of value-only results (comparisons, indices)
     n = len(variables)
+    slot = slot_of.get
     for node in order:
         if not isinstance(node, CachedNode) or id(node) in slot_of:
             continue
+        pull = node.pull
+        if pull is not None and id(node) not in guards_of:  # a table rule on float64 numbers
+            e = _scalar_operation(node, pull, slot_of)
+            e.out = n
+            slot_of[id(node)] = n
+            n += 1
+            ops.append(e)
+            continue
         e = Operation()
         e.op = node.op
-        e.template, e.refs, e.seqs = [], [], []
-        values = []
+        template: list[Any] = []
+        refs: list[tuple[int, int]] = []
+        seqs: list[Any] = []
+        values: list[Any] = []
+        used: list[int] = []
         for pos, a in enumerate(node.args):
-            is_slot, payload = _encode(a, slot_of)
-            if is_slot:
-                e.template.append(None)
-                e.refs.append((pos, payload))
+            t = type(a)
+            s = slot(id(a)) if (t is CachedNode or t is Variable
+                                or isinstance(a, (CachedNode, Variable))) else None
+            if s is not None:
+                template.append(None)
+                refs.append((pos, s))
+                used.append(s)
                 values.append(a._primal())
-            elif type(a) in (list, tuple):
+            elif t is list or t is tuple:
                 items = [(j, slot_of[id(b)]) for j, b in enumerate(a)
                          if isinstance(b, (CachedNode, Variable)) and id(b) in slot_of]
                 plain = [b._primal() if isinstance(b, (CachedNode, Variable))
                          and id(b) in slot_of else b for b in a]
-                e.template.append(type(a)(plain))
+                template.append(t(plain))
                 if items:
-                    e.seqs.append((pos, type(a), items))
-                values.append(type(a)(plain))
+                    seqs.append((pos, t, items))
+                    used.extend(s for _, s in items)
+                values.append(t(plain))
             else:
-                e.template.append(a)
+                template.append(a)
                 values.append(a)
-        e.kw, e.kw_refs = {}, []
+        e.template = template
+        kw: dict[str, Any] = {}
+        kw_refs: list[tuple[str, int]] = []
         for k, v in node.kwargs.items():
-            is_slot, payload = _encode(v, slot_of)
-            if is_slot:
-                e.kw_refs.append((k, payload))
+            s = slot(id(v)) if isinstance(v, (CachedNode, Variable)) else None
+            if s is not None:
+                kw_refs.append((k, s))
+                used.append(s)
             else:
-                e.kw[k] = v
-        e.refs, e.seqs, e.kw_refs = tuple(e.refs), tuple(e.seqs), tuple(e.kw_refs)
-        e.differentiable = not isinstance(node, ValueNode)
-        e.multi = isinstance(node.output, (tuple, list))
-        e.fn = _resolve_forward(node.op, values)
-        e.gfn = _resolve_gradient(node.op, node.output, values) if e.differentiable else None
-        e.rule = _table_rule(node.op, e.gfn) if e.differentiable else None
-        e.shape = shape_of(node.output) if not e.multi else None
-        guards = list(guards_of.get(id(node), ()))
-        used = [s for _, s in e.refs] + [s for _, _, items in e.seqs for _, s in items] + \
-            [s for _, s in e.kw_refs]
-        if e.differentiable and not e.multi and any(s in value_only for s in used):
+                kw[k] = v
+        e.kw = kw
+        e.refs, e.seqs, e.kw_refs = tuple(refs), tuple(seqs), tuple(kw_refs)
+        output = node.output
+        differentiable = e.differentiable = not isinstance(node, ValueNode)
+        multi = e.multi = isinstance(output, (tuple, list))
+        e.fn, e.gfn, e.rule = _resolve(node.op, output, values, differentiable)
+        e.shape = shape_of(output) if not multi else None
+        guards = guards_of.get(id(node))
+        guards = list(guards) if guards else []
+        if differentiable and not multi and value_only and any(s in value_only for s in used):
             # indexed by a value (a mask, np.nonzero): the shape may change with it
             guards.append(("shape", e.shape))
         e.guards = tuple(guards)
         e.arg_shapes = [shape_of(v) if not isinstance(v, (list, tuple)) else None
                         for v in values]
-        e.real_args = _real_args(e, values, node.output) if e.differentiable else ()
+        e.real_args = () if not differentiable or _all_real(output, values) else \
+            _real_args(e, values, output)
         e.out = n
-        if not e.differentiable:
+        if not differentiable:
             value_only.add(n)
         slot_of[id(node)] = n
         n += 1

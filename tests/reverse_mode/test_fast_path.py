@@ -1,0 +1,170 @@
+"""Reverse mode's fast path: float64 calls of table rules record their scalar pullback,
+which must give the same gradients as the general path, finite differences and forward
+mode, and must step aside for users' rules, paused recording and other levels."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dualad as ad
+from dualad.diagnostics.gradcheck import gradcheck, numerical_jacobian
+from dualad.reverse_mode.backward import reverse_pass, topological_order
+from dualad.reverse_mode.fast_path import RECORDS, fast_path
+
+# Scalar functions mixing every kind of derivative (expr, one, minus_one) with constants
+# of each plain type on either side, both arguments traced, and one node used twice.
+FUNCTIONS = {
+    "chain": lambda x: np.sin(np.sin(x) * 1.0001 + 0.1),
+    "constants": lambda x: (2 - x) * np.float64(3.0) + 1.5 / (x + 4) - np.exp(-x) * 2,
+    "both traced": lambda x: np.sin(x) * np.cos(x) + np.tanh(x) / (x * x + 1.0),
+    "subtract": lambda x: (x - np.sin(x)) - (np.cos(x) - x) - (x - x),
+    "power": lambda x: x ** 3 + 2.0 ** x + (x * x) ** 0.5 - np.hypot(x, 2.0),
+    "negative": lambda x: -np.sin(-x) + np.maximum(x, 0.2) * np.arctan2(x, 1.5),
+    "ints": lambda x: 3 * x - x * 2 + x ** 2 + 1 / (x + 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("x0", [0.3, -1.2, 2.5])
+def test_scalar_gradients_match_finite_differences_and_forward_mode(name, x0):
+    f = FUNCTIONS[name]
+    x = np.float64(x0)
+    g = ad.grad(f)(x)
+    fd = numerical_jacobian(f, [x], 0)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g, ad.derivative(f)(x), rtol=1e-12, atol=1e-14)
+    gradcheck(f, x)
+
+
+def test_every_scalar_node_keeps_a_pullback_and_the_graph_is_unchanged():
+    x = ad.Variable(0.5)  # a 0-d array: its first call takes the general path
+    s = x * 1.0
+    assert s.pull is None and type(s.output) is np.float64
+    y = np.sin(s) * 2.0 + s
+    nodes = [y, y.args[0], y.args[0].args[0]]
+    assert all(n.pull is not None for n in nodes)
+    assert y.args[1] is s and y.kwargs == {} and y.node.op is y.op
+    assert type(y.output) is np.float64
+    y.backward()
+    assert float(x.grad) == pytest.approx(2 * np.cos(0.5) + 1)
+
+
+def test_pullbacks_agree_with_the_general_path():
+    # the same graph pulled back twice: with its pullbacks, then with every node's pullback
+    # removed (the general path: dispatch, the rule's gradient method, shape checks)
+    v = ad.Variable(np.float64(0.7))
+    x = v * 1.0
+    y = np.tanh(x * x - 3.0 / x) * np.exp(x) - (2.0 - x) ** 2 / np.cosh(x)
+    nodes = topological_order([y])
+    assert sum(getattr(n, "pull", None) is not None for n in nodes) >= 10
+    fast = reverse_pass({id(y): (y, np.float64(1.0))})[id(v)]
+    for n in nodes:
+        if isinstance(n, ad.CachedNode):
+            n.pull = None
+    general = reverse_pass({id(y): (y, np.float64(1.0))})[id(v)]
+    np.testing.assert_allclose(fast, general, rtol=1e-14)
+    np.testing.assert_allclose(fast, numerical_jacobian(
+        lambda x: np.tanh(x * x - 3.0 / x) * np.exp(x) - (2.0 - x) ** 2 / np.cosh(x),
+        [0.7], 0), rtol=1e-6)
+
+
+def test_zero_d_and_array_arguments_take_the_general_path():
+    for x0 in (np.array(0.5), np.array([0.5, 1.0])):
+        x = ad.Variable(x0)
+        assert np.sin(x).pull is None and (x * 2.0).pull is None
+        assert np.shape(ad.grad(lambda x: np.sum(np.sin(x) * 2.0))(x0)) == x0.shape
+
+
+def test_division_by_zero_gives_infinite_derivatives_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = ad.Variable(np.float64(0.0))
+        y = np.sqrt(x + 0.0) + 1.0 / (x + 1.0)  # the values are fine, one derivative infinite
+        y.backward()
+    assert np.isinf(x.grad) and x.grad > 0
+
+
+def test_a_users_gradient_rule_wins_over_the_pullback():
+    def wobble(x):
+        return np.sin(x) + x
+
+    wobble = ad.define_rule(wobble, args=("x",), derivatives=("cos(x) + 1",))
+    x = ad.Variable(np.float64(0.25)) * 1.0
+    assert wobble(x).pull is not None
+    assert float(ad.grad(wobble)(np.float64(0.25))) == pytest.approx(np.cos(0.25) + 1)
+
+    @ad.gradient.dispatch
+    def gradient(op: ad.Broadcasted[wobble], grad, output, x):  # noqa: F811
+        return (grad * 100.0,)
+
+    y = wobble(ad.Variable(np.float64(0.25)) * 1.0)
+    assert y.pull is None  # the records were rebuilt without it
+    assert float(ad.grad(wobble)(np.float64(0.25))) == 100.0
+
+
+def test_records_are_forgotten_when_rules_change():
+    op = ad.Broadcasted.instance(np.sin)
+    types = (type(op), np.float64)
+    fast_path(op, types)
+    assert types in RECORDS
+
+    @ad.gradient.dispatch
+    def gradient(op: ad.Method[test_records_are_forgotten_when_rules_change], grad,  # noqa: F811
+                 output, x):
+        return (grad,)
+
+    assert types not in RECORDS
+
+
+def test_paused_recording_gives_plain_numbers():
+    x = ad.Variable(np.float64(0.5)) * 1.0
+    with ad.pause_recording():
+        y = np.sin(x) * 2.0 - x
+    assert type(y) is np.float64 and y == np.sin(0.5) * 2.0 - 0.5
+
+
+def test_nested_levels_take_the_right_derivative():
+    # the inner grad's nodes are constants to the outer one and vice versa
+    def f(x):
+        return ad.grad(lambda y: np.sin(x * y) * y)(x * 1.0)
+
+    x0 = np.float64(0.6)
+    exact = ad.derivative(f)(x0)
+    np.testing.assert_allclose(ad.grad(f)(x0), exact, rtol=1e-12)
+    np.testing.assert_allclose(exact, numerical_jacobian(f, [x0], 0), rtol=1e-6)
+    # second derivative of a scalar chain, reverse over reverse
+    g2 = ad.grad(ad.grad(lambda x: np.sin(x) * x * x))(x0)
+    want = -np.sin(x0) * x0 ** 2 + 4 * x0 * np.cos(x0) + 2 * np.sin(x0)
+    np.testing.assert_allclose(g2, want, rtol=1e-12)
+
+
+def test_forward_over_reverse_on_the_scalar_path():
+    f = lambda x: np.exp(np.sin(x) * 0.5) * x  # noqa: E731
+    x0 = np.float64(1.1)
+    h = ad.derivative(ad.grad(f))(x0)
+    np.testing.assert_allclose(h, numerical_jacobian(ad.grad(f), [x0], 0), rtol=1e-6)
+
+
+def test_mixed_scalar_and_array_graphs():
+    def f(v):
+        s = np.sum(v * v)  # a float64 number computed from an array
+        return np.sin(s) * 2.0 + s / 3.0
+
+    v0 = np.array([0.3, -0.4, 0.5])
+    np.testing.assert_allclose(ad.grad(f)(v0), numerical_jacobian(f, [v0], 0), rtol=1e-6)
+
+
+def test_complex_values_take_the_general_path():
+    f = lambda x: np.real(np.exp(1j * x) * x)  # noqa: E731
+    x0 = np.float64(0.4)
+    np.testing.assert_allclose(ad.grad(f)(x0), numerical_jacobian(f, [x0], 0), rtol=1e-6)
+
+
+def test_deep_scalar_chains():
+    n = 20000
+    def f(x):
+        for _ in range(n):
+            x = x * 0.9999 + 0.0001
+        return x
+    np.testing.assert_allclose(ad.grad(f)(np.float64(1.0)), 0.9999 ** n, rtol=1e-9)
