@@ -40,6 +40,7 @@ from ..core.errors import ShapeError
 from ..core.tracing import Traced
 from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .dual import Dual, Tag, new_dual
+from .rows import stack_rows
 
 __all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "CHUNK_BUDGET"]
 
@@ -100,6 +101,19 @@ def _seed_value(value: Any, seed: np.ndarray, tag: Tag) -> Dual:
     if type(value) is np.float64 and seed.shape == (1,):
         return Dual._scalar(value, np.float64(seed[0]), tag)
     return Dual._make(value, seed, tag)
+
+
+def _lift(out: Any, tag: Tag) -> Any:
+    """``out`` with an object array of traced values (``np.array([a, b])``) made one traced
+    array: directly for scalars of ``tag`` with a few directions (rows) and numbers."""
+    if type(out) is np.ndarray and out.dtype.kind == "O" and out.size:
+        stacked = stack_rows(out.ravel().tolist(), tag)
+        if stacked is not None:
+            if out.ndim != 1:
+                stacked = new_dual(stacked.value.reshape(out.shape),
+                                   stacked.partials.reshape(out.shape + (stacked.k,)), tag)
+            return stacked
+    return lift_object_array(out)
 
 
 def _out_parts(o: Any, tag: Tag) -> tuple[Any, Any]:
@@ -183,7 +197,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     leaves, spec = tree_flatten(out)
     values, tans = [], []
     for o in leaves:
-        o = lift_object_array(o)
+        o = _lift(o, tag)
         v, p = _out_parts(o, tag)
         values.append(_result_leaf(v))
         if p is None:
@@ -372,7 +386,7 @@ def _jacobian_general(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
         out = f(*seeds.arguments(start, w, tag), **kwargs)
         check_output(out, fname)
         leaves, out_spec = _flatten(out)
-        parts = [_out_parts(lift_object_array(o), tag) for o in leaves]
+        parts = [_out_parts(_lift(o, tag), tag) for o in leaves]
         if not out_values:
             out_values = [v for v, _ in parts]
         blocks.append([p for _, p in parts])
@@ -442,7 +456,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
                              tag)
         out = f(*call, **kwargs)
         if type(out) is not Dual:  # object arrays, foreign arrays holding Duals
-            out = lift_object_array(out)
+            out = _lift(out, tag)
         if type(out) is Dual and out.tag is tag:
             out_shape = shape_of(out.value)
             p = out.partials

@@ -1,0 +1,197 @@
+"""Scalar Duals with a few directions: partials held as a list of Python floats (a *row*).
+
+Small right-hand sides (a 3-state kinetics model, an 8-state network) are written with
+scalars: ``y1, y2, y3 = y``, then a dozen products and sums, then ``np.array([...])`` or
+``dydt[i] = ...``. Each of those scalars is a 0-d Dual carrying ``k`` = n directions, and
+numpy costs about half a microsecond per call on a ``(k,)`` array whatever ``k``, while Python
+arithmetic on a few floats costs tens of nanoseconds each. So, as ForwardDiff.jl keeps a
+scalar dual's partials in a tuple, a 0-d float64 Dual with 2 to :data:`ROW_MAX` directions,
+taken from a float64 array (``y[i]``, unpacking), keeps its partials as a list of floats
+(``Dual._p`` is then a ``list``; ``.partials`` hands out the usual ``(k,)`` array). The
+arithmetic here keeps such Duals as rows; anything else reads ``.partials`` and takes the
+usual paths. Rows are never written to: a rule may hand one back unchanged.
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> y = ad.Dual(np.array([2.0, 3.0]), np.eye(2))
+    >>> y1, y2 = y
+    >>> z = 3.0 * y1 * y2 - y2
+    >>> z._p, z.partials
+    ([9.0, 5.0], array([9., 5.]))
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..derivatives.kinds import MaskedDerivatives, row_tangent_term, rule_kinds
+from .dual import ROW_MAX, Dual, new_dual
+
+__all__ = ["ROW_MAX", "row_unary", "row_binary", "stack_rows"]
+
+_F64 = np.float64
+_CONSTANTS = frozenset((float, int, np.float64))
+_isfinite = math.isfinite
+_add, _sub = operator.add, operator.sub
+
+
+def row_unary(rule: Any) -> Callable[[Any], Dual | None]:
+    """``impl(x)``: ``rule.function(x)`` for a row Dual ``x`` (see the module), or ``None``
+    when the derivative is not a float (the caller's other paths decide)."""
+    f = rule.function
+    (kind,) = rule_kinds(rule)
+    term = row_tangent_term(kind)
+    derivatives = rule.derivatives
+    need = kind == "expr"
+    quiet = rule.may_warn
+
+    def impl(x: Any) -> Dual | None:
+        v = x.value
+        row = x._p
+        if quiet:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = f(v)
+                d = derivatives(v, y)[0] if need else None
+        else:
+            y = f(v)
+            d = derivatives(v, y)[0] if need else None
+        if type(y) is not _F64:
+            return None
+        if term is None:
+            return new_dual(y, [0.0] * len(row), x.tag)
+        return new_dual(y, term(row, d), x.tag)
+
+    impl.__name__ = f"row_{rule.name}"
+    return impl
+
+
+def _sum_rows(ra: list | None, rb: list | None, k: int) -> list:
+    if ra is None:
+        return [0.0] * k if rb is None else rb
+    if rb is None:
+        return ra
+    return [x + y for x, y in zip(ra, rb)]
+
+
+def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
+    """``impl(a, b)``: ``rule.function(a, b)`` where one operand is a row Dual and the other
+    a row Dual of the same tag and ``k`` or a plain number; ``None`` otherwise."""
+    ka, kb = rule_kinds(rule)
+    term_a, term_b = row_tangent_term(ka), row_tangent_term(kb)
+    f = rule.function if rule.scalar_value is None else rule.scalar_value
+    masked = MaskedDerivatives(rule)
+    need_a, need_b = ka == "expr", kb == "expr"
+    d_both = masked.get((need_a, need_b)) if need_a or need_b else None
+    d_first = masked.get((True, False)) if need_a else None
+    d_second = masked.get((False, True)) if need_b else None
+    quiet = rule.may_warn
+    # the commonest pairs, told apart once here: sums, differences, products and quotients
+    sum_pair = (ka, kb) == ("one", "one")
+    difference_pair = (ka, kb) == ("one", "minus_one")
+    expr_pair = need_a and need_b
+
+    def both(av: Any, ar: list, bv: Any, br: list, tag: Any) -> Dual | None:
+        if quiet:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = f(av, bv)
+                da, db = (None, None) if d_both is None else d_both(av, bv, y)
+        else:
+            y = f(av, bv)
+            if sum_pair:
+                if type(y) is _F64:
+                    return new_dual(y, list(map(_add, ar, br)), tag)
+                return None
+            if difference_pair:
+                if type(y) is _F64:
+                    return new_dual(y, list(map(_sub, ar, br)), tag)
+                return None
+            da, db = (None, None) if d_both is None else d_both(av, bv, y)
+        if type(y) is not _F64:
+            return None
+        if expr_pair and _isfinite(da) and _isfinite(db):
+            da, db = float(da), float(db)
+            return new_dual(y, [x * da + z * db for x, z in zip(ar, br)], tag)
+        ta = None if term_a is None else term_a(ar, da)
+        tb = None if term_b is None else term_b(br, db)
+        return new_dual(y, _sum_rows(ta, tb, len(ar)), tag)
+
+    def impl(a: Any, b: Any) -> Dual | None:
+        if type(a) is Dual:
+            ar = a._p
+            if ar.__class__ is not list:
+                return None
+            tb = type(b)
+            if tb is Dual:
+                br = b._p
+                if b.tag is not a.tag or br.__class__ is not list or len(br) != len(ar):
+                    return None
+                return both(a.value, ar, b.value, br, a.tag)
+            if tb not in _CONSTANTS:
+                return None
+            av = a.value
+            if quiet:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    y = f(av, b)
+                    d = d_first(av, b, y)[0] if need_a else None
+            else:
+                y = f(av, b)
+                d = d_first(av, b, y)[0] if need_a else None
+            if type(y) is not _F64:
+                return None
+            return new_dual(y, [0.0] * len(ar) if term_a is None else term_a(ar, d), a.tag)
+        if type(b) is Dual and type(a) in _CONSTANTS:
+            br = b._p
+            if br.__class__ is not list:
+                return None
+            bv = b.value
+            if quiet:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    y = f(a, bv)
+                    d = d_second(a, bv, y)[1] if need_b else None
+            else:
+                y = f(a, bv)
+                d = d_second(a, bv, y)[1] if need_b else None
+            if type(y) is not _F64:
+                return None
+            return new_dual(y, [0.0] * len(br) if term_b is None else term_b(br, d), b.tag)
+        return None
+
+    impl.__name__ = f"row_{rule.name}"
+    return impl
+
+
+def stack_rows(items: list, tag: Any) -> Dual | None:
+    """One 1-D Dual from ``items`` (``np.array([...])`` of scalars): row Duals of ``tag`` and
+    plain numbers (constants); ``None`` if anything else is among them or no row Dual is."""
+    k = 0
+    for it in items:
+        if type(it) is Dual:
+            p = it._p
+            if it.tag is not tag or p.__class__ is not list or type(it.value) is not _F64:
+                return None
+            if k == 0:
+                k = len(p)
+            elif len(p) != k:
+                return None
+        elif type(it) not in _CONSTANTS:
+            return None
+    if k == 0:
+        return None
+    zero = None
+    values, rows = [], []
+    for it in items:
+        if type(it) is Dual:
+            values.append(it.value)
+            rows.append(it._p)
+        else:
+            values.append(it)
+            if zero is None:
+                zero = [0.0] * k
+            rows.append(zero)
+    return new_dual(np.array(values, dtype=np.float64), np.array(rows, dtype=np.float64), tag)
+
