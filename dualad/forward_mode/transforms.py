@@ -427,6 +427,39 @@ def _seed_block(n: int, start: int, width: int) -> np.ndarray:
     return seed
 
 
+#: Inputs up to this size take :func:`_jacobian_one_pass` (their seeds are cached).
+_SMALL = 64
+
+
+def _jacobian_one_pass(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple,
+                       kwargs: dict, chunk: int | None, fname: str) -> Any:
+    """The forward Jacobian w.r.t. a small float64 vector ``x`` (``n <= _SMALL``): one pass
+    seeded by a copy of a cached identity, the output's partials handed back as they are."""
+    n = x.shape[0]
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+    tag = Tag()
+    if len(args) == 1:
+        out = f(new_dual(x.copy(), eye.copy(), tag), **kwargs)
+    else:
+        call = list(args)
+        call[i] = new_dual(x.copy(), eye.copy(), tag)
+        out = f(*call, **kwargs)
+    if type(out) is not Dual:  # object arrays, foreign arrays holding Duals
+        out = _lift(out, tag)
+    if type(out) is Dual and out.tag is tag:
+        p = out._p
+        if type(p) is np.ndarray:
+            return p
+        p = out.partials
+        return p if type(p) is np.ndarray else _result_leaf(p)
+    if is_container(out):  # an output tree: the general path
+        return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
+    check_output(out, fname)
+    return np.zeros(shape_of(out) + (n,))
+
+
 def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, kwargs: dict,
                     chunk: int | None, fname: str) -> Any:
     """The forward Jacobian w.r.t. one float64 array argument (the common case).
@@ -442,6 +475,8 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
         if is_container(out):
             return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
         return np.zeros(shape_of(out) + shape)
+    if chunk is None and n <= _SMALL and len(shape) == 1:  # one pass, seeded by the identity
+        return _jacobian_one_pass(f, i, x, args, kwargs, chunk, fname)
     width = choose_chunk(n, chunk)
     call = list(args)
     jac: Any = None  # out_shape + (n,), once the first pass gave plain partials

@@ -34,6 +34,8 @@ from ..sparsity.detection import jacobian_sparsity
 
 __all__ = ["ode_jacobian"]
 
+_F64 = np.dtype(np.float64)
+
 
 def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
                  chunk: int | None = None, sparse: bool = False,
@@ -65,10 +67,15 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
 
     @functools.wraps(f)
     def jac(t: Any, y: Any, *args: Any) -> np.ndarray:
-        y = np.asarray(y, dtype=np.float64)
-        result = np.asarray(jac_y(y, t, *args))
+        if type(y) is not np.ndarray or y.dtype is not _F64:
+            y = np.asarray(y, dtype=np.float64)
+        result = jac_y(y, t, *args)
+        if type(result) is not np.ndarray:
+            result = np.asarray(result)
+        if result.ndim == 2:
+            return result
         n = y.size
-        return result.reshape(np.size(result) // max(n, 1), n) if result.ndim != 2 else result
+        return result.reshape(np.size(result) // max(n, 1), n)
 
     def sparsity(t0: Any, y0: Any, *args: Any) -> Any:
         """The boolean pattern of ``df/dy`` at ``(t0, y0)``, for ``jac_sparsity=``."""
