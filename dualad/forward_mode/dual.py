@@ -36,7 +36,12 @@ import numpy as np
 import plum
 
 from ..core.arguments import is_differentiable_output
-from ..core.array_protocol import BINARY_OPERATORS, NumpyOverloads, shape_of
+from ..core.array_protocol import (
+    BINARY_OPERATORS,
+    NumpyOverloads,
+    count_object_holder,
+    shape_of,
+)
 from ..core.dispatch import forward, missing_rule_message
 from ..core.errors import MissingRuleError, ShapeError, TagMismatchError
 from ..core.operators import Broadcasted, Method, Operator
@@ -393,6 +398,14 @@ class Dual(Traced, NumpyOverloads):
                 return np.astype(self, dtype)  # type: ignore[call-overload]
             return self.copy() if copy else self
         return np.asarray(_strip(self.value)).astype(dtype)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if dtype is None and type(self.value) is np.float64:  # np.array([x, y]) of scalars
+            holder = np.empty((), dtype=object)
+            holder[()] = self
+            count_object_holder()
+            return holder
+        return NumpyOverloads.__array__(self, dtype, copy)
 
     # -- dispatch --------------------------------------------------------------------
     @classmethod

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import math
 import operator
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..derivatives.kinds import MaskedDerivatives, row_tangent_term, rule_kinds
+from ..derivatives.language import OUTPUT_NAME
 from .dual import ROW_MAX, Dual, new_dual
 
 __all__ = ["ROW_MAX", "row_unary", "row_binary", "stack_rows"]
@@ -38,6 +40,23 @@ _F64 = np.float64
 _CONSTANTS = frozenset((float, int, np.float64))
 _isfinite = math.isfinite
 _add, _sub = operator.add, operator.sub
+
+
+def _value_index(rule: Any, i: int) -> int | None:
+    """Where the derivative in argument ``i`` sits among ``(*args, y)`` when it is one of the
+    call's values (``x2`` for ``x1 * x2``, ``y`` for ``exp``), else ``None``: such a
+    derivative is read, not evaluated.
+
+    Example:
+        >>> from dualad.derivatives.registry import get_rule
+        >>> _value_index(get_rule(np.multiply), 0), _value_index(get_rule(np.exp), 0)
+        (1, 1)
+    """
+    tree = getattr(rule.expressions[i], "tree", None)
+    names = (*rule.arg_names, OUTPUT_NAME)
+    if isinstance(tree, ast.Name) and tree.id in names:
+        return names.index(tree.id)
+    return None
 
 
 def row_unary(rule: Any) -> Callable[[Any], Dual | None]:
@@ -49,10 +68,16 @@ def row_unary(rule: Any) -> Callable[[Any], Dual | None]:
     derivatives = rule.derivatives
     need = kind == "expr"
     quiet = rule.may_warn
+    read = _value_index(rule, 0) if need else None
 
     def impl(x: Any) -> Dual | None:
         v = x.value
         row = x._p
+        if read is not None and not quiet:
+            y = f(v)
+            if type(y) is not _F64:
+                return None
+            return new_dual(y, term(row, v if read == 0 else y), x.tag)  # type: ignore[misc]
         if quiet:
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(v)
@@ -90,6 +115,8 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
     d_first = masked.get((True, False)) if need_a else None
     d_second = masked.get((False, True)) if need_b else None
     quiet = rule.may_warn
+    read_a = _value_index(rule, 0) if need_a else None
+    read_b = _value_index(rule, 1) if need_b else None
     # the commonest pairs, told apart once here: sums, differences, products and quotients
     sum_pair = (ka, kb) == ("one", "one")
     difference_pair = (ka, kb) == ("one", "minus_one")
@@ -102,17 +129,13 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                 da, db = (None, None) if d_both is None else d_both(av, bv, y)
         else:
             y = f(av, bv)
-            if sum_pair:
-                if type(y) is _F64:
-                    return new_dual(y, list(map(_add, ar, br)), tag)
-                return None
-            if difference_pair:
-                if type(y) is _F64:
-                    return new_dual(y, list(map(_sub, ar, br)), tag)
-                return None
             da, db = (None, None) if d_both is None else d_both(av, bv, y)
         if type(y) is not _F64:
             return None
+        if sum_pair:
+            return new_dual(y, list(map(_add, ar, br)), tag)
+        if difference_pair:
+            return new_dual(y, list(map(_sub, ar, br)), tag)
         if expr_pair and _isfinite(da) and _isfinite(db):
             da, db = float(da), float(db)
             return new_dual(y, [x * da + z * db for x, z in zip(ar, br)], tag)
@@ -130,7 +153,26 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                 br = b._p
                 if b.tag is not a.tag or br.__class__ is not list or len(br) != len(ar):
                     return None
-                return both(a.value, ar, b.value, br, a.tag)
+                if quiet:
+                    return both(a.value, ar, b.value, br, a.tag)
+                av, bv = a.value, b.value
+                y = f(av, bv)  # the commonest cases inline: sums, differences, products
+                if type(y) is not _F64:
+                    return None
+                if sum_pair:
+                    return new_dual(y, list(map(_add, ar, br)), a.tag)
+                if difference_pair:
+                    return new_dual(y, list(map(_sub, ar, br)), a.tag)
+                if expr_pair:
+                    if read_a is not None and read_b is not None:  # x1 * x2: read, not evaluated
+                        da = av if read_a == 0 else (bv if read_a == 1 else y)
+                        db = av if read_b == 0 else (bv if read_b == 1 else y)
+                    else:
+                        da, db = d_both(av, bv, y)
+                    if _isfinite(da) and _isfinite(db):
+                        da, db = float(da), float(db)
+                        return new_dual(y, [x * da + z * db for x, z in zip(ar, br)], a.tag)
+                return both(av, ar, bv, br, a.tag)
             if tb not in _CONSTANTS:
                 return None
             av = a.value
@@ -140,7 +182,16 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                     d = d_first(av, b, y)[0] if need_a else None
             else:
                 y = f(av, b)
-                d = d_first(av, b, y)[0] if need_a else None
+                if need_a:
+                    if read_a is None:
+                        d = d_first(av, b, y)[0]
+                    else:
+                        d = av if read_a == 0 else (b if read_a == 1 else y)
+                    if _isfinite(d) and type(y) is _F64:  # term_a inline, the commonest case
+                        d = float(d)
+                        return new_dual(y, [x * d for x in ar], a.tag)
+                else:
+                    d = None
             if type(y) is not _F64:
                 return None
             return new_dual(y, [0.0] * len(ar) if term_a is None else term_a(ar, d), a.tag)
@@ -155,7 +206,16 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                     d = d_second(a, bv, y)[1] if need_b else None
             else:
                 y = f(a, bv)
-                d = d_second(a, bv, y)[1] if need_b else None
+                if need_b:
+                    if read_b is None:
+                        d = d_second(a, bv, y)[1]
+                    else:
+                        d = a if read_b == 0 else (bv if read_b == 1 else y)
+                    if _isfinite(d) and type(y) is _F64:  # term_b inline, the commonest case
+                        d = float(d)
+                        return new_dual(y, [x * d for x in br], b.tag)
+                else:
+                    d = None
             if type(y) is not _F64:
                 return None
             return new_dual(y, [0.0] * len(br) if term_b is None else term_b(br, d), b.tag)
@@ -168,30 +228,30 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
 def stack_rows(items: list, tag: Any) -> Dual | None:
     """One 1-D Dual from ``items`` (``np.array([...])`` of scalars): row Duals of ``tag`` and
     plain numbers (constants); ``None`` if anything else is among them or no row Dual is."""
-    k = 0
+    values: list[Any] = []
+    rows: list[Any] = []
+    k = -1
+    constants = False
     for it in items:
         if type(it) is Dual:
             p = it._p
-            if it.tag is not tag or p.__class__ is not list or type(it.value) is not _F64:
+            if it.tag is not tag or p.__class__ is not list:
                 return None
-            if k == 0:
+            if len(p) != k:
+                if k != -1:
+                    return None
                 k = len(p)
-            elif len(p) != k:
-                return None
-        elif type(it) not in _CONSTANTS:
-            return None
-    if k == 0:
-        return None
-    zero = None
-    values, rows = [], []
-    for it in items:
-        if type(it) is Dual:
             values.append(it.value)
-            rows.append(it._p)
-        else:
+            rows.append(p)
+        elif type(it) in _CONSTANTS:
             values.append(it)
-            if zero is None:
-                zero = [0.0] * k
-            rows.append(zero)
+            rows.append(None)
+            constants = True
+        else:
+            return None
+    if k == -1:
+        return None
+    if constants:
+        zero = [0.0] * k
+        rows = [zero if r is None else r for r in rows]
     return new_dual(np.array(values, dtype=np.float64), np.array(rows, dtype=np.float64), tag)
-
