@@ -183,3 +183,37 @@ def test_stack_rows():
     # a 2-D object array of rows keeps its shape
     jac = ad.jacobian(lambda v: np.array([[v[0], v[1]], [v[0] * v[1], 1.0]]))(np.array([2.0, 3.0]))
     np.testing.assert_array_equal(jac, [[[1, 0], [0, 1]], [[3, 2], [0, 0]]])
+
+
+def test_a_user_tangent_for_getitem_beats_rows():
+    import operator
+
+    from dualad.forward_mode import dual as dual_module
+
+    x = np.array([0.5, 1.5, 2.5])
+
+    def by_index(y):
+        return np.array([y[0] * 1.0, y[2] * 1.0])
+
+    def by_unpacking(y):
+        a, b, c = y
+        return np.array([a * 1.0, c * 1.0])
+
+    before = [ad.jacobian(f, mode="forward")(x) for f in (by_index, by_unpacking)]
+    original = [m for m in ad.forward.methods
+                if getattr(m.signature.types[0], "f", None) is operator.getitem
+                and len(m.signature.types) == 2]
+    assert len(original) == 1
+
+    def user(op, x, key):
+        return Dual(x.value[key], x.partials[key] * 3.0, x.tag)
+
+    ad.forward.register(user, original[0].signature)  # a user's method, same signature
+    try:
+        for f, b in zip((by_index, by_unpacking), before):
+            np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x), 3.0 * b)
+    finally:
+        ad.forward.register(original[0].implementation, original[0].signature, builtin=True)
+    for f, b in zip((by_index, by_unpacking), before):
+        np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x), b)
+    assert dual_module.active_fast_path(operator.getitem).general is not None
