@@ -42,7 +42,9 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
     """The Jacobian of ``f``, shaped ``out.shape + in.shape``.
 
     ``mode`` is ``"forward"`` (dual numbers, ``chunk`` directions per pass), ``"reverse"``,
-    or ``"auto"`` (forward when the input is not larger than the output). With
+    or ``"auto"`` (forward when the input is not larger than the output; the output's size
+    is found by one plain call of ``f`` the first time the function sees arguments of a
+    given signature, and the choice is remembered for it, see :func:`_signature`). With
     ``has_aux=True``, ``f`` returns ``(output, aux)`` and the function returns
     ``(jacobian, aux)``. Complex inputs need ``holomorphic=True`` (``f``
     complex-differentiable; the result is ``df/dz``, computed in reverse mode); complex
@@ -63,6 +65,7 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         raise ValueError(f"jacobian: chunk={chunk!r}; give a positive int or None.")
     fname = f"jacobian({getattr(f, '__name__', 'f')})"
     guarded = guard_opaque_calls(f, fname)
+    chosen_modes: dict[Any, str] = {}  # mode="auto": argument signature -> mode
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -76,7 +79,13 @@ def jacobian(f: Callable[..., Any], argnums: Argnums = 0, *, mode: str = "auto",
         call = AuxOutput(guarded, fname) if has_aux else guarded
         chosen = "reverse" if holomorphic else mode
         if chosen == "auto":
-            chosen = _auto_mode(call, nums, args, kwargs)
+            key = _signature(nums, args, kwargs)
+            chosen = chosen_modes.get(key)  # type: ignore[assignment]
+            if chosen is None:
+                chosen = _auto_mode(call, nums, args, kwargs)
+                if len(chosen_modes) >= _REMEMBERED_SIGNATURES:
+                    chosen_modes.clear()
+                chosen_modes[key] = chosen
         if chosen == "forward":
             results = jacobian_forward(call, nums, args, kwargs, chunk, fname)
         else:
@@ -156,6 +165,50 @@ def _jacobian_of_complex_inputs(f: Callable[..., Any], argnums: Argnums, args: t
         folded.append(tree_unflatten(out_spec, new_leaves))
     jac = folded[0] if single else tuple(folded)
     return (jac, aux) if options.get("has_aux") else jac
+
+
+#: How many argument signatures one ``jacobian(f, mode="auto")`` remembers its choice for.
+_REMEMBERED_SIGNATURES = 64
+_NUMBER_TYPES = frozenset((float, complex, np.float64, np.complex128))
+
+
+def _signature(nums: tuple[int, ...], args: tuple, kwargs: dict) -> Any:
+    """What ``mode="auto"`` remembers its choice for: the differentiated argument numbers,
+    the shape and dtype of each array among the arguments (and keyword arguments, and the
+    leaves of trees), the type of each float, and anything else itself when hashable (an
+    int may set a size), else its type.
+
+    Example:
+        >>> _signature((0,), (np.ones(3), 2.5, 4), {})
+        ((0,), ((3,), 'd'), <class 'float'>, 4)
+    """
+    parts: list[Any] = [nums]
+    for a in (*args, *kwargs.items()) if kwargs else args:
+        t = type(a)
+        if t is np.ndarray:
+            parts.append((a.shape, a.dtype.char))
+        elif t in _NUMBER_TYPES:
+            parts.append(t)
+        else:
+            leaves, spec = tree_flatten(a)
+            if len(leaves) == 1 and leaves[0] is a:
+                parts.append(_leaf_signature(a))
+            else:
+                parts.append((repr(spec), tuple(_leaf_signature(leaf) for leaf in leaves)))
+    return tuple(parts)
+
+
+def _leaf_signature(a: Any) -> Any:
+    if isinstance(a, Traced) or isinstance(a, np.ndarray):
+        return (shape_of(a), str(getattr(a, "dtype", "")), type(a))
+    t = type(a)
+    if t in _NUMBER_TYPES:
+        return t
+    try:
+        hash(a)
+    except TypeError:
+        return t
+    return a
 
 
 def _auto_mode(f: Callable[..., Any], nums: tuple[int, ...], args: tuple, kwargs: dict) -> str:

@@ -30,6 +30,7 @@ __all__ = [
     "NumpyOverloads",
     "lift_object_array",
     "object_holders_made",
+    "count_object_holder",
     "register_ufunc_method",
     "shape_of",
     "value_observer",
@@ -50,6 +51,11 @@ _HOLDERS: contextvars.ContextVar[int] = contextvars.ContextVar("dualad_object_ho
 def object_holders_made() -> int:
     """The number of object arrays holding traced values made so far in this context."""
     return _HOLDERS.get()
+
+
+def count_object_holder() -> None:
+    """Count one more object array holding a traced value (see :func:`object_holders_made`)."""
+    _HOLDERS.set(_HOLDERS.get() + 1)
 
 
 def shape_of(x: Any) -> tuple[int, ...]:

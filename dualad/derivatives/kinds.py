@@ -45,6 +45,7 @@ __all__ = [
     "cotangent_term",
     "scale_tangent",
     "scale_scalar_tangent",
+    "row_tangent_term",
     "column",
     "MaskedDerivatives",
 ]
@@ -172,6 +173,39 @@ def tangent_term(kind: str) -> Callable[[Any, Any], Any] | None:
 
 def _copy(p: Any, d: Any) -> Any:
     return p.copy() if type(p) is _ND else p * 1.0
+
+
+def _row_scale(row: list, d: Any) -> list:
+    """``row * d`` for the partials of a 0-d Dual held as a list of floats, NaN-safe."""
+    if _isfinite(d):
+        d = float(d)
+        return [x * d for x in row]
+    return [x * d if x else 0.0 for x in row]
+
+
+def _row_negate(row: list, d: Any) -> list:
+    return [-x for x in row]
+
+
+def _row_identity(row: list, d: Any) -> list:
+    return row
+
+
+def row_tangent_term(kind: str) -> Callable[[list, Any], list] | None:
+    """As :func:`tangent_term`, for the partials of a 0-d Dual held as a list of Python
+    floats (a *row*; rows are never written to, so ``one`` hands its input back).
+
+    Example:
+        >>> row_tangent_term("expr")([0.0, 2.0], np.inf), row_tangent_term("minus_one")([1.0], None)
+        ([0.0, inf], [-1.0])
+    """
+    if kind == "expr":
+        return _row_scale
+    if kind == "one":
+        return _row_identity
+    if kind == "minus_one":
+        return _row_negate
+    return None
 
 
 def _zeros_like_partials(p: Any, d: Any) -> Any:

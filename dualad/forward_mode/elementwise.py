@@ -53,6 +53,7 @@ from .dual import (
     value_at,
 )
 from .lean import lean_binary, lean_unary
+from .rows import row_binary, row_unary
 
 __all__ = ["elementwise_tangent", "table_tangent", "register_rule_forward", "define_value_rule"]
 
@@ -210,9 +211,14 @@ def register_rule_forward(rule: Any) -> None:
     if isinstance(rule.function, np.ufunc):
         register_fast_ufunc(rule.function, impl)
         if not undefined and "refuse" not in kinds:
-            register_scalar_ufunc(rule.function, _scalar_derivatives(rule),
-                                  value=rule.scalar_value)
             nin = len(rule.arg_names)
+            row = None
+            if rule.function.nin == nin == 1:
+                row = row_unary(rule)
+            elif rule.function.nin == nin == 2:
+                row = row_binary(rule)
+            register_scalar_ufunc(rule.function, _scalar_derivatives(rule),
+                                  value=rule.scalar_value, row=row)
             if nin in (1, 2) and rule.function.nin == nin:
                 rk = dual_kernels.kernels_for(rule.function)
                 register_lean_ufunc(rule.function,

@@ -40,6 +40,7 @@ from ..core.errors import ShapeError
 from ..core.tracing import Traced
 from ..core.trees import is_container, tree_flatten, tree_unflatten
 from .dual import Dual, Tag, new_dual
+from .rows import stack_rows
 
 __all__ = ["jvp", "derivative", "jacobian_forward", "choose_chunk", "CHUNK_BUDGET"]
 
@@ -100,6 +101,19 @@ def _seed_value(value: Any, seed: np.ndarray, tag: Tag) -> Dual:
     if type(value) is np.float64 and seed.shape == (1,):
         return Dual._scalar(value, np.float64(seed[0]), tag)
     return Dual._make(value, seed, tag)
+
+
+def _lift(out: Any, tag: Tag) -> Any:
+    """``out`` with an object array of traced values (``np.array([a, b])``) made one traced
+    array: directly for scalars of ``tag`` with a few directions (rows) and numbers."""
+    if type(out) is np.ndarray and out.dtype.kind == "O" and out.size:
+        stacked = stack_rows(out.ravel().tolist(), tag)
+        if stacked is not None:
+            if out.ndim != 1:
+                stacked = new_dual(stacked.value.reshape(out.shape),
+                                   stacked.partials.reshape(out.shape + (stacked.k,)), tag)
+            return stacked
+    return lift_object_array(out)
 
 
 def _out_parts(o: Any, tag: Tag) -> tuple[Any, Any]:
@@ -183,7 +197,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     leaves, spec = tree_flatten(out)
     values, tans = [], []
     for o in leaves:
-        o = lift_object_array(o)
+        o = _lift(o, tag)
         v, p = _out_parts(o, tag)
         values.append(_result_leaf(v))
         if p is None:
@@ -372,7 +386,7 @@ def _jacobian_general(f: Callable[..., Any], nums: tuple[int, ...], args: tuple,
         out = f(*seeds.arguments(start, w, tag), **kwargs)
         check_output(out, fname)
         leaves, out_spec = _flatten(out)
-        parts = [_out_parts(lift_object_array(o), tag) for o in leaves]
+        parts = [_out_parts(_lift(o, tag), tag) for o in leaves]
         if not out_values:
             out_values = [v for v, _ in parts]
         blocks.append([p for _, p in parts])
@@ -413,6 +427,39 @@ def _seed_block(n: int, start: int, width: int) -> np.ndarray:
     return seed
 
 
+#: Inputs up to this size take :func:`_jacobian_one_pass` (their seeds are cached).
+_SMALL = 64
+
+
+def _jacobian_one_pass(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple,
+                       kwargs: dict, chunk: int | None, fname: str) -> Any:
+    """The forward Jacobian w.r.t. a small float64 vector ``x`` (``n <= _SMALL``): one pass
+    seeded by a copy of a cached identity, the output's partials handed back as they are."""
+    n = x.shape[0]
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+    tag = Tag()
+    if len(args) == 1:
+        out = f(new_dual(x.copy(), eye.copy(), tag), **kwargs)
+    else:
+        call = list(args)
+        call[i] = new_dual(x.copy(), eye.copy(), tag)
+        out = f(*call, **kwargs)
+    if type(out) is not Dual:  # object arrays, foreign arrays holding Duals
+        out = _lift(out, tag)
+    if type(out) is Dual and out.tag is tag:
+        p = out._p
+        if type(p) is np.ndarray:
+            return p
+        p = out.partials
+        return p if type(p) is np.ndarray else _result_leaf(p)
+    if is_container(out):  # an output tree: the general path
+        return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
+    check_output(out, fname)
+    return np.zeros(shape_of(out) + (n,))
+
+
 def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, kwargs: dict,
                     chunk: int | None, fname: str) -> Any:
     """The forward Jacobian w.r.t. one float64 array argument (the common case).
@@ -428,6 +475,8 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
         if is_container(out):
             return _jacobian_general(f, (i,), args, kwargs, chunk, fname)[0]
         return np.zeros(shape_of(out) + shape)
+    if chunk is None and n <= _SMALL and len(shape) == 1:  # one pass, seeded by the identity
+        return _jacobian_one_pass(f, i, x, args, kwargs, chunk, fname)
     width = choose_chunk(n, chunk)
     call = list(args)
     jac: Any = None  # out_shape + (n,), once the first pass gave plain partials
@@ -442,7 +491,7 @@ def _jacobian_array(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple, k
                              tag)
         out = f(*call, **kwargs)
         if type(out) is not Dual:  # object arrays, foreign arrays holding Duals
-            out = lift_object_array(out)
+            out = _lift(out, tag)
         if type(out) is Dual and out.tag is tag:
             out_shape = shape_of(out.value)
             p = out.partials

@@ -27,12 +27,17 @@ import numpy as np
 from .. import njit as _njit
 from ..api import jacobian
 from ..core.allocations import allocation_policy
+from ..core.arguments import guard_opaque_calls
 from ..core.marks import mark_transform
+from ..forward_mode.transforms import jacobian_forward
 from ..sparse.coloring import color_columns
 from ..sparse.ode import ode_sparsity, sparse_ode_jacobian
 from ..sparsity.detection import jacobian_sparsity
 
 __all__ = ["ode_jacobian"]
+
+_F64 = np.dtype(np.float64)
+_FIRST = (0,)
 
 
 def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
@@ -62,13 +67,26 @@ def ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
     # a right-hand side maps n states to n derivatives: "auto" is forward mode, decided
     # here once instead of by a trial call of f at every Jacobian
     jac_y = jacobian(rhs_of_y, 0, mode="forward" if mode == "auto" else mode, chunk=chunk)
+    # the float64 vector states of solve_ivp go straight to the forward Jacobian (what
+    # jac_y does for them, without its checks of argument kinds)
+    direct = mode in ("auto", "forward")
+    fname = f"ode_jacobian({getattr(f, '__name__', 'f')})"
+    guarded = guard_opaque_calls(rhs_of_y, fname)
 
     @functools.wraps(f)
     def jac(t: Any, y: Any, *args: Any) -> np.ndarray:
-        y = np.asarray(y, dtype=np.float64)
-        result = np.asarray(jac_y(y, t, *args))
+        if type(y) is not np.ndarray or y.dtype is not _F64:
+            y = np.asarray(y, dtype=np.float64)
+        if direct and y.ndim == 1:
+            result = jacobian_forward(guarded, _FIRST, (y, t, *args), {}, chunk, fname)[0]
+        else:
+            result = jac_y(y, t, *args)
+        if type(result) is not np.ndarray:
+            result = np.asarray(result)
+        if result.ndim == 2:
+            return result
         n = y.size
-        return result.reshape(np.size(result) // max(n, 1), n) if result.ndim != 2 else result
+        return result.reshape(np.size(result) // max(n, 1), n)
 
     def sparsity(t0: Any, y0: Any, *args: Any) -> Any:
         """The boolean pattern of ``df/dy`` at ``(t0, y0)``, for ``jac_sparsity=``."""

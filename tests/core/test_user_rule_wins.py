@@ -23,6 +23,8 @@ def paths():
         "jacobian reverse": np.diag(ad.jacobian(np.sin, mode="reverse")(X)),
         "jacobian forward": np.diag(ad.jacobian(np.sin, mode="forward")(X)),
         "jacobian forward, chunked": np.diag(ad.jacobian(np.sin, mode="forward", chunk=2)(X)),
+        "jacobian forward of scalars (rows)": np.diag(ad.jacobian(
+            lambda v: np.array([np.sin(v[0]), np.sin(v[1]), np.sin(v[2])]), mode="forward")(X)),
         "jvp": ad.jvp(np.sin, (X,), (np.ones(3),))[1],
         "derivative (scalar)": np.array([ad.derivative(np.sin)(0.3)]),
         "derivative of a method call": np.array([ad.derivative(lambda t: np.sin(t) + 0.0)(0.3)]),
