@@ -41,9 +41,10 @@ from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
 from .lowering import LoweringError, lower
 from .numba_backend import NumbaProgram, batch_kernel
-from .tape import Tape
+from .program import GuardFailed
+from .tape import Tape, check_input_guards
 
-__all__ = ["CompiledTape", "JitError", "JitFallbackWarning", "jit"]
+__all__ = ["JitError", "JitFallbackWarning", "Jitted", "jit"]
 
 FALLBACKS = ("warn", "error")
 #: The transforms whose recorded program compiles, by the name of their mark.
@@ -63,17 +64,20 @@ class _Miss:
 
 
 _MISS = _Miss()
+_NOT_HERE = _Miss()  # a recording whose guards fail at the arguments it was built for
 _F8 = np.dtype(np.float64)
 
 
 class _Entry:
     """The compiled code of one recording for one transform, and how to call it."""
 
-    __slots__ = ("kernel", "finish", "program")
+    __slots__ = ("kernel", "finish", "program", "guarded", "fast")
 
     def __init__(self, program: Any, kernel: Callable[..., Any],
-                 finish: Callable[[Any], Any]) -> None:
+                 finish: Callable[[Any], Any], guarded: bool = False) -> None:
         self.program, self.kernel, self.finish = program, kernel, finish
+        self.guarded = guarded  # the kernel may raise GuardFailed
+        self.fast: Callable[..., Any] | None = None  # its __call__ (_install_fast)
 
 
 def _kernel_input(v: Any) -> Any:
@@ -117,11 +121,11 @@ class Jitted:
         self.__class__ = type("Jitted", (Jitted,), {"__module__": Jitted.__module__})
         if self.kind not in COMPILED:
             self._why_not = f"ad.{self.kind} is not compiled yet"
-        elif self.options.get("has_aux") or self.options.get("holomorphic"):
-            self._why_not = "has_aux and holomorphic are not compiled"
-        elif self.kind in ("jacobian", "sparse_jacobian") and \
+        elif self.options.get("holomorphic"):
+            self._why_not = "holomorphic derivatives (complex values) are not compiled"
+        elif self.kind == "sparse_jacobian" and \
                 not isinstance(self.argnums, (int, np.integer)):
-            self._why_not = "a tuple of argnums is not compiled"
+            self._why_not = "a tuple of argnums of a sparse Jacobian is not compiled"
 
     def __repr__(self) -> str:
         return f"<ad.jit of {self.kind} of {getattr(self.f, '__name__', 'f')}>"
@@ -171,24 +175,37 @@ class Jitted:
         if traced:  # an outer transform traces through: the tape's dispatching replay
             return self.python()(*args)
         programs = tape._programs_for(args, key, inputs, ranges)
-        program = programs[0]
-        entry = self._entries.get(id(program), _MISS)
-        if entry is _MISS:
-            self._current_args = args
-            entry = self._build(program, leaves, inputs, ranges, specs)
-            self._entries[id(program)] = entry
-        if entry is None:
-            return self.python()(*args)
         values = [_kernel_input(leaves[i]) for i in inputs]
-        result = entry.finish(entry.kernel(*values))
-        if entry is not self._fast_entry:
-            self._install_fast(entry, args, inputs)
-        return result
+        tried: list[Any] = []
+        while True:  # the first recording whose guards hold here; else record again
+            for program in programs:
+                entry = self._entries.get(id(program), _MISS)
+                if entry is _MISS:
+                    self._current_args = args
+                    entry = self._build(program, leaves, inputs, ranges, specs)
+                    if entry is _NOT_HERE:
+                        continue
+                    self._entries[id(program)] = entry
+                if entry is None:
+                    return self.python()(*args)
+                try:
+                    result = entry.finish(entry.kernel(*values))
+                except GuardFailed:
+                    continue
+                if entry is not self._fast_entry:
+                    self._install_fast(entry, args, inputs)
+                return result
+            tried.extend(programs)
+            programs = tape._rerecord(args, key, inputs, tried)
 
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
         """A ``__call__`` for arguments shaped like ``args``: checks written out, then the
-        compiled code (every other call takes the general path)."""
+        compiled code (every other call, and a failed guard, takes the general path)."""
         if len(inputs) != len(args):
+            return
+        if entry.fast is not None:  # made before (recordings taking turns)
+            self._fast_entry = entry
+            type(self).__call__ = entry.fast
             return
         names = [f"a{i}" for i in range(len(args))]
         checks, passed = [], []
@@ -214,18 +231,26 @@ class Jitted:
         if finish is None:
             finish = f"FINISH({call})"
         params = ", ".join(f"{n}=MISS" for n in names)
+        general = (f"self._call(tuple(a for a in ({', '.join(names)},) + rest "
+                   f"if a is not MISS))")
+        if entry.guarded:
+            body = (f"        try:\n"
+                    f"            return {finish}\n"
+                    f"        except GuardFailed:\n"
+                    f"            pass\n")
+        else:
+            body = f"        return {finish}\n"
         source = (f"def __call__(self, {params}, *rest):\n"
                   f"    if {' and '.join(checks)} and not rest:\n"
-                  f"        return {finish}\n"
-                  f"    return self._call(tuple(a for a in ({', '.join(names)},) + rest "
-                  f"if a is not MISS))\n")
+                  f"{body}"
+                  f"    return {general}\n")
         namespace = {"K": entry.kernel, "FINISH": entry.finish, "ndarray": np.ndarray,
                      "SCALARS": frozenset((float, np.float64)), "F8": _F8,
                      "ascontiguous": np.ascontiguousarray,
-                     "MISS": _MISS}
+                     "MISS": _MISS, "GuardFailed": GuardFailed}
         exec(compile(source, f"<ad.jit call of {self.__name__}>", "exec"), namespace)  # noqa: S102
         self._fast_entry = entry
-        type(self).__call__ = namespace["__call__"]
+        entry.fast = type(self).__call__ = namespace["__call__"]
 
     def _wanted(self, program: Any, ranges: list[tuple[int, int]], specs: list[Any],
                 argnum: int) -> tuple[int, ...]:
@@ -239,40 +264,63 @@ class Jitted:
 
     def _build(self, program: Any, leaves: list[Any], inputs: list[int],
                ranges: list[tuple[int, int]], specs: list[Any]) -> _Entry | None:
-        try:
-            values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
+        values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
+        try:  # built where its guards hold (a pattern detected here is the recording's)
+            check_input_guards(program, values)
             code = NumbaProgram(lower(program, values))
-            kind = self.kind
-            if kind == "value":
-                kernel, finish = code.value(), _same
-            elif kind in ("grad", "value_and_grad"):
-                single = isinstance(self.argnums, (int, np.integer))
-                nums = [self.argnums] if single else list(self.argnums)
-                wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
-                              for a in nums), ())
-                kernel = code.gradient(wanted)
-                if single:
-                    finish = _gradient if kind == "grad" else _value_and_gradient
-                else:
-                    finish = _gradients if kind == "grad" else _value_and_gradients
-            elif kind == "sparse_jacobian":
-                argnum = int(self.argnums) % len(ranges)
-                wanted = self._wanted(program, ranges, specs, argnum)
-                kernel, finish = self._sparse(code, wanted)
-            else:
-                argnum = 1 if kind == "ode_jacobian" else int(self.argnums) % len(ranges)
-                wanted = self._wanted(program, ranges, specs, argnum)
-                kernel = None
-                if "color" in self.options:  # structurally sparse: compressed seeds
-                    kernel = self._compressed_dense(code, wanted)
-                if kernel is None:
-                    kernel = code.jacobian(wanted)
-                finish = _square if kind == "ode_jacobian" else _same
-            _first_call(kernel, [_kernel_input(v) for v in values])
+            kernel, finish = self._entry(code, program, ranges, specs)
         except LoweringError as exc:
             self._not_compiled(str(exc))
             return None
-        return _Entry(program, kernel, finish)
+        except GuardFailed:  # lowered at arguments this recording does not cover
+            return _NOT_HERE
+        try:
+            _first_call(kernel, [_kernel_input(v) for v in values])
+        except GuardFailed:  # compiled; the call that follows tries the next recording
+            pass
+        return _Entry(program, kernel, finish, code.guarded)
+
+    def _entry(self, code: NumbaProgram, program: Any, ranges: list[tuple[int, int]],
+               specs: list[Any]) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
+        """The compiled entry of this transform for one recording, and what turns its
+        result into the transform's."""
+        kind = self.kind
+        aux = bool(self.options.get("has_aux"))
+        if kind == "value":
+            if len(program.outputs) == 1 and program.out_spec is None:
+                return code.value(), _same
+            return code.values(), _outputs(program)
+        if kind in ("grad", "value_and_grad"):
+            single = isinstance(self.argnums, (int, np.integer))
+            nums = [self.argnums] if single else list(self.argnums)
+            wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
+                          for a in nums), ())
+            kernel = code.gradient(wanted, aux=aux)
+            if aux:
+                return kernel, _with_aux_gradients(program, kind, single)
+            if single:
+                return kernel, _gradient if kind == "grad" else _value_and_gradient
+            return kernel, _gradients if kind == "grad" else _value_and_gradients
+        if kind == "sparse_jacobian":
+            if aux:
+                raise LoweringError("has_aux of a sparse Jacobian")
+            argnum = int(self.argnums) % len(ranges)
+            wanted = self._wanted(program, ranges, specs, argnum)
+            return self._sparse(code, wanted)
+        if kind == "jacobian" and not isinstance(self.argnums, (int, np.integer)):
+            nums = [int(a) % len(ranges) for a in self.argnums]
+            wanted = sum((self._wanted(program, ranges, specs, a) for a in nums), ())
+            return code.jacobian(wanted, aux=aux), _split_jacobian(code, wanted, aux)
+        argnum = 1 if kind == "ode_jacobian" else int(self.argnums) % len(ranges)
+        wanted = self._wanted(program, ranges, specs, argnum)
+        if aux:
+            return code.jacobian(wanted, aux=True), _with_aux(program)
+        kernel = None
+        if "color" in self.options:  # structurally sparse: compressed seeds
+            kernel = self._compressed_dense(code, wanted)
+        if kernel is None:
+            kernel = code.jacobian(wanted)
+        return kernel, _square if kind == "ode_jacobian" else _same
 
     def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Any:
         """The boolean CSR pattern of the Jacobian (given, or detected at this call's
@@ -368,6 +416,8 @@ def _first_call(kernel: Callable[..., Any], values: list[Any]) -> None:
     """Compile (or load from the disk cache) now; a corrupt cache entry is rebuilt."""
     try:
         kernel(*values)
+    except GuardFailed:  # compiled, and a guard fails at these values: the caller's turn
+        raise
     except Exception:  # noqa: BLE001 - unreadable cache files: compile afresh
         forget_compiled(kernel)
         kernel(*values)
@@ -393,48 +443,72 @@ def _value_and_gradients(r: Any) -> Any:
     return r[0], tuple(r[1])
 
 
+def _outputs(program: Any) -> Callable[[Any], Any]:
+    """The function's result (a tree) from the tuple of its computed outputs."""
+    from ..core.trees import tree_unflatten
+
+    layout = [(is_slot, v) for is_slot, v in program.outputs]
+    spec = program.out_spec
+
+    def finish(computed: tuple) -> Any:
+        found = iter(computed)
+        leaves = [next(found) if is_slot else v for is_slot, v in layout]
+        return tree_unflatten(spec, leaves) if spec is not None else leaves[0]
+
+    return finish
+
+
+def _aux_tree(program: Any) -> Callable[[tuple], Any]:
+    """``has_aux``: the auxiliary tree from the computed outputs after the first."""
+    whole = _outputs(program)
+    first = program.outputs[0]
+
+    def aux(rest: tuple) -> Any:
+        return whole(((None,) if first[0] else ()) + tuple(rest))[1]
+
+    return aux
+
+
+def _with_aux(program: Any) -> Callable[[Any], Any]:
+    aux = _aux_tree(program)
+    return lambda r: (r[0], aux(r[1]))
+
+
+def _with_aux_gradients(program: Any, kind: str, single: bool) -> Callable[[Any], Any]:
+    aux = _aux_tree(program)
+
+    def finish(r: Any) -> Any:
+        grads = r[1][0] if single else tuple(r[1])
+        if kind == "grad":
+            return grads, aux(r[2])
+        return (r[0], aux(r[2])), grads
+
+    return finish
+
+
+def _split_jacobian(code: NumbaProgram, wanted: tuple[int, ...], aux: bool
+                    ) -> Callable[[Any], Any]:
+    """A tuple ``argnums``: the columns of one Jacobian split per argument, each shaped
+    ``out.shape + argument.shape``."""
+    low = code.low
+    out_shape = low.shapes[code.out]
+    parts, lo = [], 0
+    for s in wanted:
+        parts.append((lo, lo + low.sizes[s], out_shape + low.shapes[s]))
+        lo += low.sizes[s]
+    aux_tree = _aux_tree(low.program) if aux else None
+
+    def split(J: np.ndarray) -> tuple:
+        J = J.reshape(-1, lo) if lo else J
+        return tuple(np.ascontiguousarray(J[:, a:b]).reshape(shape) for a, b, shape in parts)
+
+    if aux_tree is not None:
+        return lambda r: (split(r[0]), aux_tree(r[1]))
+    return split
+
+
 def _square(r: Any) -> Any:
     return r if r.ndim == 2 else r.reshape(r.size // max(r.shape[-1], 1), -1)
-
-
-class CompiledTape:
-    """A :class:`~dualad.tape.Tape` compiled: ``__call__``, ``.grad``, ``.value_and_grad``
-    compiled per ``argnums``; ``.jvp``, ``.vjp`` and ``.hvp`` replay the tape."""
-
-    def __init__(self, tape: Tape, fallback: str = "warn") -> None:
-        self.tape = tape
-        self.fallback = fallback
-        self._value = Jitted(tape.f, fallback, tape=tape)
-        self._grads: dict[Any, Jitted] = {}
-
-    def __call__(self, *args: Any) -> Any:
-        return self._value(*args)
-
-    def _jitted(self, kind: str, argnums: Any) -> Jitted:
-        key = (kind, argnums)
-        found = self._grads.get(key)
-        if found is None:
-            from ..reverse_mode.transforms import grad, value_and_grad
-
-            transform = grad if kind == "grad" else value_and_grad
-            found = self._grads[key] = Jitted(transform(self.tape.f, argnums), self.fallback,
-                                              tape=self.tape)
-        return found
-
-    def grad(self, *args: Any, argnums: Any = 0) -> Any:
-        return self._jitted("grad", argnums)(*args)
-
-    def value_and_grad(self, *args: Any, argnums: Any = 0) -> Any:
-        return self._jitted("value_and_grad", argnums)(*args)
-
-    def jvp(self, args: Any, tangents: Any) -> Any:
-        return self.tape.jvp(args, tangents)
-
-    def vjp(self, *args: Any) -> Any:
-        return self.tape.vjp(*args)
-
-    def hvp(self, args: Any, v: Any, argnums: Any = 0) -> Any:
-        return self.tape.hvp(args, v, argnums)
 
 
 def jit(fn: Callable[..., Any], *, fallback: str = "warn",

@@ -38,7 +38,17 @@ import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
-from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map, MatMul, Select
+from .lowering import (
+    Const,
+    Gather,
+    Guard,
+    Linear,
+    Lowered,
+    LoweringError,
+    Map,
+    MatMul,
+    Select,
+)
 
 __all__ = ["NumbaProgram"]
 
@@ -115,11 +125,25 @@ class NumbaProgram:
             raise LoweringError(f"{len(low.instructions)} instructions exceed the compile "
                                 f"size cap ({MAX_INSTRUCTIONS})")
         outputs = low.program.outputs
-        if len(outputs) != 1 or not outputs[0][0]:
-            raise LoweringError("only programs with one computed output compile")
+        if not any(is_slot for is_slot, _ in outputs):
+            raise LoweringError("a program whose outputs are all constants")
         self.low = low
-        self.out = outputs[0][1]
+        #: ``(is_slot, slot or constant)`` per output; the derivative entries differentiate
+        #: the first (the others, ``has_aux``'s, come back as values)
+        self.outputs = outputs
+        self.out = outputs[0][1] if outputs[0][0] else -1
+        #: the entries check guards (and raise GuardFailed where one fails)
+        self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
+                           for ins in low.instructions)
         self._cache: dict[Any, Callable[..., Any]] = {}
+
+    def _differentiated(self, single: bool = True) -> int:
+        """The slot of the differentiated output (the only output when ``single``)."""
+        if single and len(self.outputs) != 1:
+            raise LoweringError("a program with several outputs")
+        if self.out < 0:
+            raise LoweringError("the differentiated output is a constant")
+        return self.out
 
     # analysis ---------------------------------------------------------------------------
     def active(self, wanted: tuple[int, ...]) -> list[bool]:
@@ -204,6 +228,35 @@ class NumbaProgram:
                           f"{self._matrix(ins.b, ins.q, ins.r)}).reshape(-1)")
             elif isinstance(ins, Select):
                 self._select_values(w, ins)
+            elif isinstance(ins, Guard):
+                self._guard(w, ins, k)
+
+    def _guard(self, w: _Writer, ins: Guard, k: int) -> None:
+        """``raise GuardFailed`` unless the guarded value reads as recorded (the caller
+        records again): the compiled form of the recording's value-dependent branches."""
+        if ins.kind == "shape":
+            return
+        rec = ins.recorded
+        m = self.low.sizes[ins.out]
+        depth = 1
+        if m != 1:
+            w.emit(1, f"for _i in range({m}):")
+            depth = 2
+        expected = _literal(float(rec[0])) if rec.size == 1 else f"{w.const_array(rec)}[_i]"
+        if ins.name is not None:  # a comparison: true or false as recorded
+            self._map_arguments(w, ins, depth, k)  # type: ignore[arg-type]
+            w.emit(depth, f"_p = {numba_scalar_call(ins.name, ins.arg_names)}")
+            w.emit(depth, f"if _p != ({expected} != 0.0):")
+        else:
+            w.emit(depth, f"_x = {w.value(ins.slot, '_i')}")  # type: ignore[arg-type]
+            if ins.kind == "bool":
+                w.emit(depth, f"if (_x != 0.0) != ({expected} != 0.0):")
+            elif ins.kind in ("int", "index"):
+                w.emit(depth, f"if not abs(_x) < 9e18 or float(int(_x)) != {expected}:")
+            else:  # "float", "value": equal, or both NaN
+                w.emit(depth, f"_r = {expected}")
+                w.emit(depth, "if not (_x == _r or (_x != _x and _r != _r)):")
+        w.emit(depth + 1, "raise GuardFailed()")
 
     @staticmethod
     def _active_partials(ins: Map, act: list[bool]) -> list[int]:
@@ -280,10 +333,11 @@ class NumbaProgram:
             w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
 
     def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int,
-                  colors: str | None = None) -> None:
+                  colors: str | None = None, seeds: list[str] | None = None) -> None:
         """One loop over the ``K`` directions around the whole program's tangents (scalar
         locals for size one, one reused vector per larger value): one compact loop body,
-        which Numba compiles fast, and the partials computed once, before it."""
+        which Numba compiles fast, and the partials computed once, before it. ``seeds``
+        (one name per slot of ``wanted``, with ``K == 1``) seeds the given directions."""
         low = self.low
         sizes = low.sizes
         for s, a in enumerate(act):
@@ -291,9 +345,15 @@ class NumbaProgram:
                 w.emit(1, f"_t{s} = np.empty({sizes[s]})")
         w.emit(1, f"for _j in range({K}):")
         col = 0
-        for s in wanted:  # seeds: the identity, or one direction per colour of columns
-            m = sizes[s]
-            if colors is not None:
+        for n_seed, s in enumerate(wanted):  # seeds: the identity, one direction per
+            m = sizes[s]                       # colour of columns, or the given ones
+            if seeds is not None:
+                if m == 1:
+                    w.emit(2, f"_t{s} = {seeds[n_seed]}")
+                else:
+                    w.emit(2, f"for _i in range({m}):")
+                    w.emit(3, f"_t{s}[_i] = {seeds[n_seed]}[_i]")
+            elif colors is not None:
                 if m == 1:
                     w.emit(2, f"_t{s} = 1.0 if _j == {colors}[{col}] else 0.0")
                 else:
@@ -465,6 +525,8 @@ class NumbaProgram:
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
                  "import numpy as np", ""]
+        if any(isinstance(ins, Guard) for ins in self.low.instructions):
+            lines.insert(-1, "from dualad.tape.program import GuardFailed")
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
@@ -482,41 +544,64 @@ class NumbaProgram:
     def _shape_literal(self, shape: tuple[int, ...]) -> str:
         return "(" + "".join(f"{d}, " for d in shape) + ")"
 
+    def _output(self, s: int) -> str:
+        """Source of the value of slot ``s`` as handed back: a float for shape ``()``,
+        else a fresh array of the recorded shape."""
+        shape = self.low.shapes[s]
+        if self.low.sizes[s] == 1:
+            return f"_v{s}" if shape == () else f"np.full({self._shape_literal(shape)}, _v{s})"
+        return f"_v{s}.copy().reshape({self._shape_literal(shape)})"
+
+    def _aux(self) -> str:
+        """Source of the tuple of the computed outputs after the first (``has_aux``)."""
+        items = [self._output(s) for is_slot, s in self.outputs[1:] if is_slot]
+        return "(" + "".join(f"{item}, " for item in items) + ")"
+
     def value(self) -> Callable[..., Any]:
         """``value(*inputs)``: the output (inputs flat, floats for size-one inputs)."""
         fn = self._cache.get("value")
         if fn is None:
+            o = self._differentiated()
             w = _Writer(self.low, {})
             params: list[str] = []
             self._forward_values(w, params)
-            o = self.out
-            shape = self.low.shapes[o]
-            if self.low.sizes[o] == 1 and shape == ():
-                w.emit(1, f"return _v{o}")
-            else:
-                w.emit(1, f"return _v{o}.copy().reshape({self._shape_literal(shape)})")
+            w.emit(1, f"return {self._output(o)}")
             fn = self._cache["value"] = self._module("tape_value", w, params)
         return fn
 
-    def jacobian(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+    def values(self) -> Callable[..., Any]:
+        """``values(*inputs)``: the tuple of the computed outputs, in order (the constant
+        outputs are left out: the caller has them)."""
+        fn = self._cache.get("values")
+        if fn is None:
+            w = _Writer(self.low, {})
+            params: list[str] = []
+            self._forward_values(w, params)
+            items = [self._output(s) for is_slot, s in self.outputs if is_slot]
+            w.emit(1, "return (" + "".join(f"{item}, " for item in items) + ")")
+            fn = self._cache["values"] = self._module("tape_values", w, params)
+        return fn
+
+    def jacobian(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
         """``jacobian(*inputs)``: the output's Jacobian with respect to the input slots
         ``wanted``, shape ``out.shape + (k,)`` with ``k`` their total size (one slot: its
-        shape in place of ``(k,)``)."""
-        fn = self._cache.get(("jacobian", wanted))
+        shape in place of ``(k,)``). With ``aux``, ``(jacobian, other outputs)``."""
+        fn = self._cache.get(("jacobian", wanted, aux))
         if fn is not None:
             return fn
+        o = self._differentiated(single=not aux)
         low = self.low
         w = _Writer(low, {})
         params: list[str] = []
         act = self.active(wanted)
         self._forward_values(w, params, act)
         K = sum(low.sizes[s] for s in wanted)
-        o = self.out
         m = low.sizes[o]
         if len(wanted) == 1:
             shape = low.shapes[o] + low.shapes[wanted[0]]
         else:
             shape = low.shapes[o] + (K,)
+        tail = f", {self._aux()}" if aux else ""
         if act[o]:
             w.emit(1, f"_J = np.empty(({m}, {K}))")
             self._tangents(w, act, wanted, K)
@@ -525,10 +610,10 @@ class NumbaProgram:
             else:
                 w.emit(2, f"for _i in range({m}):")
                 w.emit(3, f"_J[_i, _j] = _t{o}[_i]")
-            w.emit(1, f"return _J.reshape({self._shape_literal(shape)})")
+            w.emit(1, f"return _J.reshape({self._shape_literal(shape)}){tail}")
         else:
-            w.emit(1, f"return np.zeros({self._shape_literal(shape)})")
-        fn = self._cache[("jacobian", wanted)] = self._module("tape_jacobian", w, params)
+            w.emit(1, f"return np.zeros({self._shape_literal(shape)}){tail}")
+        fn = self._cache[("jacobian", wanted, aux)] = self._module("tape_jacobian", w, params)
         return fn
 
     def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
@@ -543,12 +628,12 @@ class NumbaProgram:
         fn = self._cache.get(key)
         if fn is not None:
             return fn
+        o = self._differentiated()
         low = self.low
         w = _Writer(low, {})
         params: list[str] = []
         act = self.active(wanted)
         self._forward_values(w, params, act)
-        o = self.out
         m = low.sizes[o]
         c = int(colors.max()) + 1 if colors.size else 0
         nnz = rows.size
@@ -580,35 +665,126 @@ class NumbaProgram:
         fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
         return fn
 
-    def gradient(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+    def _slot_results(self, act: list[bool], o: int, wanted: tuple[int, ...],
+                      prefix: str = "_a", scale: str = "") -> list[str]:
+        """Source of each wanted slot's adjoint (``prefix``) shaped like the slot (zeros
+        where nothing reaches it), times ``scale`` when given."""
+        low = self.low
+        found = []
+        for s in wanted:
+            shape = low.shapes[s]
+            if not act[o] or not act[s]:
+                found.append("0.0" if shape == () else f"np.zeros({self._shape_literal(shape)})")
+                continue
+            value = f"{prefix}{s}{scale}"
+            if shape == ():
+                found.append(value)
+            elif low.sizes[s] != 1:
+                found.append(f"({value}).reshape({self._shape_literal(shape)})")
+            else:
+                found.append(f"np.full({self._shape_literal(shape)}, {value})")
+        return found
+
+    def gradient(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
         """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
-        output."""
-        fn = self._cache.get(("gradient", wanted))
+        output; with ``aux``, ``(value, gradients, other outputs)``."""
+        fn = self._cache.get(("gradient", wanted, aux))
         if fn is not None:
             return fn
+        o = self._differentiated(single=not aux)
         low = self.low
-        o = self.out
         if low.sizes[o] != 1:
             raise LoweringError("a gradient needs a scalar output")
         w = _Writer(low, {})
         params: list[str] = []
         self._forward_values(w, params)
         act = self.active(wanted)
-        grads = []
         if act[o]:
             self._adjoints(w, act)
-        for s in wanted:
-            shape = low.shapes[s]
-            if not act[o] or not act[s]:
-                grads.append("0.0" if shape == () else f"np.zeros({self._shape_literal(shape)})")
-            elif shape == ():
-                grads.append(f"_a{s}")
-            else:
-                grads.append(f"_a{s}.reshape({self._shape_literal(shape)})"
-                             if low.sizes[s] != 1 else
-                             f"np.full({self._shape_literal(shape)}, _a{s})")
-        w.emit(1, f"return _v{o}, ({', '.join(grads)},)")
-        fn = self._cache[("gradient", wanted)] = self._module("tape_gradient", w, params)
+        grads = self._slot_results(act, o, wanted)
+        tail = f", {self._aux()}" if aux else ""
+        w.emit(1, f"return _v{o}, ({''.join(g + ', ' for g in grads)}){tail}")
+        fn = self._cache[("gradient", wanted, aux)] = self._module("tape_gradient", w, params)
+        return fn
+
+    def jvp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``jvp(*inputs, *directions)``: ``(output, tangent)``, the output's derivative
+        along the given directions of the input slots ``wanted`` (one per slot, flat, a
+        float for a slot of size one): forward mode with one tangent."""
+        fn = self._cache.get(("jvp", wanted))
+        if fn is not None:
+            return fn
+        o = self._differentiated()
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        act = self.active(wanted)
+        self._forward_values(w, params, act)
+        seeds = [f"_s{s}" for s in wanted]
+        params += seeds
+        shape = low.shapes[o]
+        if act[o]:
+            self._tangents(w, act, wanted, 1, seeds=seeds)
+            tangent = f"_t{o}" if low.sizes[o] == 1 else f"_t{o}.copy()"
+            w.emit(2, f"_dy = {tangent}")
+            if low.sizes[o] != 1:
+                w.emit(1, f"_dy = _dy.reshape({self._shape_literal(shape)})")
+            elif shape != ():
+                w.emit(1, f"_dy = np.full({self._shape_literal(shape)}, _dy)")
+        else:
+            w.emit(1, "_dy = 0.0" if shape == () else
+                   f"_dy = np.zeros({self._shape_literal(shape)})")
+        w.emit(1, f"return {self._output(o)}, _dy")
+        fn = self._cache[("jvp", wanted)] = self._module("tape_jvp", w, params)
+        return fn
+
+    def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
+        cotangent (flat; a float for an output of size one) pulled back through the
+        program: reverse mode seeded with it."""
+        fn = self._cache.get(("vjp", wanted))
+        if fn is not None:
+            return fn
+        o = self._differentiated()
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        params.append("_c")
+        act = self.active(wanted)
+        scalar = low.sizes[o] == 1
+        if act[o]:
+            if not scalar:
+                w.emit(1, "_seed = _c.copy()")
+            self._adjoints(w, act)
+        grads = self._slot_results(act, o, wanted, scale=" * _c" if scalar else "")
+        w.emit(1, f"return {self._output(o)}, ({''.join(g + ', ' for g in grads)})")
+        fn = self._cache[("vjp", wanted)] = self._module("tape_vjp", w, params)
+        return fn
+
+    def flat_gradient(self, wanted: int) -> Callable[..., Any]:
+        """``flat_gradient(*inputs)``: the gradient of the scalar output with respect to
+        the input slot ``wanted``, flat (a float for size one), nothing else: the form
+        :mod:`dualad.njit` runs on dual numbers for Hessian-vector products."""
+        fn = self._cache.get(("flat_gradient", wanted))
+        if fn is not None:
+            return fn
+        o = self._differentiated()
+        low = self.low
+        if low.sizes[o] != 1:
+            raise LoweringError("a gradient needs a scalar output")
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        act = self.active((wanted,))
+        if act[o] and act[wanted]:
+            self._adjoints(w, act)
+            w.emit(1, f"return _a{wanted}")
+        else:
+            w.emit(1, "return 0.0" if low.sizes[wanted] == 1 else
+                   f"return np.zeros({low.sizes[wanted]})")
+        fn = self._cache[("flat_gradient", wanted)] = self._module("tape_flat_gradient", w,
+                                                                    params)
         return fn
 
 
