@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -85,7 +86,9 @@ def _kernel_input(v: Any) -> Any:
     a = np.asarray(v, dtype=np.float64)
     if a.size == 1:
         return float(a.reshape(-1)[0])
-    return np.ascontiguousarray(a).reshape(-1)  # one compiled layout: contiguous
+    if not a.flags.writeable:  # one compiled type: writeable, contiguous
+        a = a.copy()
+    return np.ascontiguousarray(a).reshape(-1)
 
 
 class Jitted:
@@ -199,8 +202,10 @@ class Jitted:
             programs = tape._rerecord(args, key, inputs, tried)
 
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
-        """A ``__call__`` for arguments shaped like ``args``: checks written out, then the
-        compiled code (every other call, and a failed guard, takes the general path)."""
+        """A ``__call__`` for arguments like ``args``, which hands them to the compiled
+        code as they are: the kernel compiles no other types (``disable_compile``) and
+        checks its sizes, so a call it refuses (TypeError, GuardFailed) takes the general
+        path. Only arrays that are not 1-D are checked and flattened here."""
         if len(inputs) != len(args):
             return
         if entry.fast is not None:  # made before (recordings taking turns)
@@ -211,43 +216,39 @@ class Jitted:
         checks, passed = [], []
         for name, a in zip(names, args):
             if type(a) is float or type(a) is np.float64:
-                checks.append(f"type({name}) in SCALARS")
                 passed.append(name)
             elif type(a) is np.ndarray and a.dtype == _F8:
-                checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r} and "
-                              f"{name}.dtype is F8" + (f" and {name}.strides == (8,)"
-                                                       if a.ndim == 1 and a.size > 1 else ""))
-                if a.size == 1:
-                    passed.append(f"{name}.item()")
-                elif a.ndim == 1:
+                if a.ndim == 1 and a.size > 1:
                     passed.append(name)
-                else:
-                    passed.append(f"ascontiguous({name}).reshape(-1)")
+                    continue
+                checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r}")
+                passed.append(f"{name}.item()" if a.size == 1 else
+                              f"ascontiguous({name}).reshape(-1)")
             else:
                 return
+        namespace = {"FINISH": entry.finish, "ndarray": np.ndarray,
+                     "ascontiguous": np.ascontiguousarray, "MISS": _MISS,
+                     "REFUSED": (TypeError, GuardFailed)}
+        kernel = entry.kernel
+        if isinstance(kernel, functools.partial):  # constant arrays: globals of the call
+            for k, bound in enumerate(kernel.args):
+                namespace[f"C{k}"] = bound
+            passed = [f"C{k}" for k in range(len(kernel.args))] + passed
+            kernel = kernel.func
+        namespace["K"] = kernel
         call = f"K({', '.join(passed)})"
-        finish = {_same: call, _gradient: f"{call}[1][0]",
-                  _square: f"FINISH({call})"}.get(entry.finish)
-        if finish is None:
-            finish = f"FINISH({call})"
+        finish = {_same: call, _gradient: f"{call}[1][0]"}.get(entry.finish,
+                                                              f"FINISH({call})")
         params = ", ".join(f"{n}=MISS" for n in names)
-        general = (f"self._call(tuple(a for a in ({', '.join(names)},) + rest "
-                   f"if a is not MISS))")
-        if entry.guarded:
-            body = (f"        try:\n"
-                    f"            return {finish}\n"
-                    f"        except GuardFailed:\n"
-                    f"            pass\n")
-        else:
-            body = f"        return {finish}\n"
+        test = " and ".join(["not rest"] + checks)
         source = (f"def __call__(self, {params}, *rest):\n"
-                  f"    if {' and '.join(checks)} and not rest:\n"
-                  f"{body}"
-                  f"    return {general}\n")
-        namespace = {"K": entry.kernel, "FINISH": entry.finish, "ndarray": np.ndarray,
-                     "SCALARS": frozenset((float, np.float64)), "F8": _F8,
-                     "ascontiguous": np.ascontiguousarray,
-                     "MISS": _MISS, "GuardFailed": GuardFailed}
+                  f"    if {test}:\n"
+                  f"        try:\n"
+                  f"            return {finish}\n"
+                  f"        except REFUSED:\n"
+                  f"            pass\n"
+                  f"    return self._call(tuple(a for a in ({', '.join(names)},) + rest "
+                  f"if a is not MISS))\n")
         exec(compile(source, f"<ad.jit call of {self.__name__}>", "exec"), namespace)  # noqa: S102
         self._fast_entry = entry
         entry.fast = type(self).__call__ = namespace["__call__"]
@@ -278,6 +279,9 @@ class Jitted:
             _first_call(kernel, [_kernel_input(v) for v in values])
         except GuardFailed:  # compiled; the call that follows tries the next recording
             pass
+        dispatcher = getattr(kernel, "func", kernel)
+        if hasattr(dispatcher, "disable_compile"):  # other types: the general path
+            dispatcher.disable_compile()
         return _Entry(program, kernel, finish, code.guarded)
 
     def _entry(self, code: NumbaProgram, program: Any, ranges: list[tuple[int, int]],
@@ -320,7 +324,8 @@ class Jitted:
             kernel = self._compressed_dense(code, wanted)
         if kernel is None:
             kernel = code.jacobian(wanted)
-        return kernel, _square if kind == "ode_jacobian" else _same
+        square = kind == "ode_jacobian" and len(code.low.shapes[code.out]) != 1
+        return kernel, _square if square else _same
 
     def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Any:
         """The boolean CSR pattern of the Jacobian (given, or detected at this call's

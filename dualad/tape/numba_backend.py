@@ -524,16 +524,18 @@ class NumbaProgram:
     # modules ----------------------------------------------------------------------------
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
-                 "import numpy as np", ""]
-        if any(isinstance(ins, Guard) for ins in self.low.instructions):
-            lines.insert(-1, "from dualad.tape.program import GuardFailed")
+                 "import numpy as np", "from dualad.tape.program import GuardFailed", ""]
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
                 ", ".join(_literal(float(v)) for v in arr)
             lines.append(f"{gname} = np.array([{items}], dtype={dtype})")
+        # the loops are written for the recorded sizes: another size is another recording
+        checks = [f"    if {p}.shape[0] != {self.low.sizes[int(p[2:])]}:\n"
+                  f"        raise GuardFailed()" for p in params
+                  if p.startswith("_x") and self.low.sizes[int(p[2:])] != 1]
         lines += ["", "", '@numba.njit(cache=True, error_model="numpy")',
-                  f"def {name}({', '.join(list(w.arrays) + params)}):"] + w.lines
+                  f"def {name}({', '.join(list(w.arrays) + params)}):"] + checks + w.lines
         source = "\n".join(lines) + "\n"
         module = import_kernel_module(source, subdirectory="tapes")
         kernel = getattr(module, name)

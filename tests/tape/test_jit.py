@@ -289,6 +289,33 @@ def test_wrong_arguments_take_the_general_path():
         jac(x, x)
 
 
+def test_fast_calls_refuse_what_was_not_compiled():
+    def f(x, scale=2.0):
+        return np.sin(x) * scale * x[0]
+
+    jac = compiled_only(ad.jacobian(f))
+    x = np.linspace(0.1, 1.0, 4)
+    np.testing.assert_allclose(jac(x, 3.0), ad.jacobian(f)(x, 3.0), rtol=1e-14)
+    np.testing.assert_allclose(jac(x), ad.jacobian(f)(x), rtol=1e-14)  # the default
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_allclose(jac(frozen, 3.0), ad.jacobian(f)(x, 3.0), rtol=1e-14)
+    before = jac.tape.recordings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        np.testing.assert_allclose(jac(x[:3].copy(), 3.0), ad.jacobian(f)(x[:3], 3.0),
+                                   rtol=1e-14)
+    assert jac.tape.recordings == before + 1  # another size: another recording
+    np.testing.assert_allclose(jac(x, np.float64(3.0)), ad.jacobian(f)(x, 3.0), rtol=1e-14)
+    g = compiled_only(ad.grad(lambda a: np.sum(np.sin(a) * a[0])))
+    a = np.arange(6.0).reshape(2, 3) / 7
+    np.testing.assert_allclose(g(a), ad.grad(lambda a: np.sum(np.sin(a) * a[0]))(a))
+    b = a.reshape(3, 2).copy()  # the same size, another shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        np.testing.assert_allclose(g(b), ad.grad(lambda a: np.sum(np.sin(a) * a[0]))(b))
+
+
 def test_tape_compile():
     def rosen(x):
         return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
