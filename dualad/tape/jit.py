@@ -41,7 +41,7 @@ from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
 from .lowering import LoweringError, lower
-from .numba_backend import NumbaProgram, batch_kernel
+from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
 from .program import GuardFailed
 from .tape import Tape, check_input_guards
 
@@ -397,14 +397,20 @@ class Jitted:
             rows = np.ascontiguousarray(xs.reshape(len(xs), -1))
             if rows.shape[1] == 1:
                 rows = rows.reshape(-1)
-            out = loop(rows, *[_kernel_input(a) for a in args])
+            others = [_kernel_input(a) for a in args]
+            raw = np.shape(entry.kernel(rows[0], *others))  # the kernel's own shape
+            out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + raw)
+            try:
+                loop(out, rows, *others)
+            except GuardFailed:  # rows that other recordings cover: one call each
+                return np.stack([first] + [self._call((x,) + args) for x in xs[1:]])
             return out.reshape((len(xs),) + first.shape)
         results = [first] + [self._call((x,) + args) for x in xs[1:]]
         if isinstance(first, tuple):
             return tuple(np.stack(parts) for parts in zip(*results))
         return np.stack(results)
 
-    def _batch_loop(self, entry: _Entry) -> Callable[..., Any]:
+    def _batch_loop(self, entry: _Entry) -> BatchLoop:
         loops = self.__dict__.setdefault("_batch_loops", {})
         found = loops.get(id(entry))
         if found is None:

@@ -30,8 +30,10 @@ Example:
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,7 +52,7 @@ from .lowering import (
     Select,
 )
 
-__all__ = ["NumbaProgram"]
+__all__ = ["BatchLoop", "NumbaProgram", "batch_kernel"]
 
 #: Programs with more instructions than this are not compiled (Numba's compile time grows
 #: faster than linearly with a function's size); they run in Python.
@@ -651,7 +653,7 @@ class NumbaProgram:
             R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
             if dense is not None:
                 K = sum(low.sizes[s] for s in wanted)
-                w.emit(1, f"_D = np.zeros(({m}, {K}))")
+                w.emit(1, f"_D = np.zeros(({m}, {K}))  # written at fixed entries")
                 w.emit(1, f"for _e in range({nnz}):")
                 w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _B[{R}[_e], {C}[{Q}[_e]]]")
                 w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
@@ -790,32 +792,129 @@ class NumbaProgram:
         return fn
 
 
+class BatchLoop:
+    """``loop(out, xs, *other_inputs)``: a compiled entry applied to each row of ``xs``,
+    its result written into ``out[row]``; ``zeroed``: ``out`` must start as zeros (the
+    loop writes only the structurally nonzero entries of a compressed dense Jacobian)."""
+
+    def __init__(self, fn: Callable[..., Any], zeroed: bool, parallel: bool) -> None:
+        self.fn, self.zeroed, self.parallel = fn, zeroed, parallel
+
+    def __call__(self, out: np.ndarray, xs: np.ndarray, *others: Any) -> Any:
+        if self.parallel:
+            import numba
+
+            return self.fn(numba.get_num_threads(), out, xs, *others)
+        return self.fn(out, xs, *others)
+
+
 def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False
-                 ) -> Callable[..., Any]:
-    """``batch(xs, *other_inputs)``: ``kernel`` (an entry made above, whose result is an
-    array or a float) applied to each row of ``xs`` (its first input, flat per row) inside
-    one compiled loop, the results stacked; ``parallel`` spreads the rows over Numba's
-    threads (``prange``)."""
+                 ) -> BatchLoop:
+    """The :class:`BatchLoop` of ``kernel`` (an entry made above, whose result is an
+    array or a float, its first input the batched one); ``parallel`` spreads the rows
+    over Numba's threads (``prange`` over one chunk of rows per thread).
+
+    The kernel's body is written into the loop (:func:`_fused_batch_source`), its
+    buffers allocated once per chunk instead of once per row; a kernel whose source does
+    not have that form is called once per row instead."""
     bound: tuple = ()
     if isinstance(kernel, functools.partial):
         bound, kernel = kernel.args, kernel.func
     py_func = kernel.py_func
-    arrays = [f"_A{i}" for i in range(len(bound))]
-    others = [f"_x{i}" for i in range(1, n_inputs)]
-    call = ", ".join(arrays + ["_xs[_b]"] + others)
-    loop = "numba.prange" if parallel else "range"
-    lines = ['"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
-             "import numpy as np", f"from {py_func.__module__} import {py_func.__name__} as _K",
-             "", "",
-             f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
-             f"def tape_batch({', '.join(arrays + ['_xs'] + others)}):",
-             "    _n = _xs.shape[0]",
-             f"    _first = np.asarray(_K({call.replace('_xs[_b]', '_xs[0]')}))",
-             "    _out = np.empty((_n,) + _first.shape)",
-             f"    for _b in {loop}(_n):",
-             f"        _out[_b] = _K({call})",
-             "    return _out"]
-    module = import_kernel_module("\n".join(lines) + "\n", subdirectory="tapes")
-    if bound:
-        return functools.partial(module.tape_batch, *bound)
-    return module.tape_batch
+    module = importlib.import_module(py_func.__module__)
+    fused = None
+    try:
+        fused = _fused_batch_source(Path(module.__file__).read_text(), py_func.__name__,
+                                    parallel)
+    except (OSError, UnicodeDecodeError, TypeError):
+        pass
+    if fused is None:
+        arrays = [f"_A{i}" for i in range(len(bound))]
+        others = [f"_x{i}" for i in range(1, n_inputs)]
+        call = ", ".join(arrays + ["_xs[_b]"] + others)
+        loop = "numba.prange" if parallel else "range"
+        source = "\n".join([
+            '"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
+            "import numpy as np",
+            f"from {py_func.__module__} import {py_func.__name__} as _K", "", "",
+            f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
+            f"def tape_batch({', '.join(arrays + ['_threads'] * parallel + ['_out', '_xs'] + others)}):",
+            f"    for _b in {loop}(_xs.shape[0]):",
+            f"        _out[_b] = _K({call})",
+            "    return _out"]) + "\n"
+        fused = (source, [], False, parallel)
+    source, constants, zeroed, parallel = fused
+    batch = import_kernel_module(source, subdirectory="tapes").tape_batch
+    values = [getattr(module, name) for name in constants]
+    if bound or values:  # the module's constant arrays as arguments: parallel code caches
+        batch = functools.partial(batch, *values, *bound)
+    return BatchLoop(batch, zeroed, parallel)
+
+
+_EMPTY = re.compile(r"^    (\w+) = np\.empty\((\d+|\(\d+, \d+\))\)$")
+_FIXED = re.compile(r"^    (\w+) = np\.zeros\((\(\d+, \d+\))\)  # written at fixed entries$")
+_SIZE_CHECK = re.compile(r"^    if _x0\.shape\[0\] != (\d+):$")
+_GLOBAL = re.compile(r"^(_G\d+) = np\.array\(")
+
+
+def _fused_batch_source(source: str, name: str, parallel: bool
+                        ) -> tuple[str, list[str], bool, bool] | None:
+    """``(module source, constant arrays passed as arguments, out zeroed?, parallel)`` of
+    a batch loop around the body of the kernel ``name`` in ``source``: the first input
+    ``_x0`` is row ``_b`` of ``_xs``, the returned value is written into ``_out[_b]``, and
+    the function-level ``np.empty`` buffers are allocated once per chunk of rows (every
+    correct body writes such a buffer before reading it, so a row may start from the last
+    row's contents). A dense result scattered at fixed entries is scattered into
+    ``_out[_b]`` directly (``out`` zeroed by the caller). A body that raises (guards) runs
+    serially. None when the source has another form."""
+    lines = source.splitlines()
+    found = [i for i, line in enumerate(lines) if line.startswith(f"def {name}(")]
+    if len(found) != 1 or not lines[found[0] - 1].startswith("@numba.njit("):
+        return None
+    at = found[0]
+    params = lines[at][len(f"def {name}("):].rstrip("):").split(", ")
+    body = lines[at + 1:]
+    if "_x0" not in params or not body or not body[-1].startswith("    return ") or \
+            any("return" in line for line in body[:-1]) or \
+            any(line and not line.startswith("    ") for line in body):
+        return None
+    result = body[-1][len("    return "):]
+    body = body[:-1]
+    checks: list[str] = []
+    if len(body) >= 2 and _SIZE_CHECK.match(body[0]):  # once, on the rows' width
+        checks = [f"    if _xs.shape[1] != {_SIZE_CHECK.match(body[0]).group(1)}:",  # type: ignore[union-attr]
+                  "        raise GuardFailed()"]
+        body = body[2:]
+    hoisted, kept, zeroed = [], [], False
+    for line in body:
+        fixed = _FIXED.match(line)
+        if fixed and result.startswith(f"{fixed.group(1)}.reshape("):
+            kept.append(f"    {fixed.group(1)} = _out[_b].reshape({fixed.group(2)})")
+            result, zeroed = "", True
+        elif _EMPTY.match(line):
+            hoisted.append(line)
+        else:
+            kept.append(line)
+    parallel = parallel and not any("raise" in line for line in kept)
+    constants = [m.group(1) for m in map(_GLOBAL.match, lines[:at]) if m] if parallel else []
+    head = lines[:at - 1]
+    new_params = constants + ["_out" if p == "_x0" else p for p in params]
+    new_params.insert(new_params.index("_out") + 1, "_xs")
+    if parallel:  # numba.get_num_threads() inside would keep the code from the disk cache
+        new_params.insert(new_params.index("_out"), "_threads")
+    inner = ["    _x0 = _xs[_b]"] + kept + ([f"    _out[_b] = {result}"] if result else [])
+    if parallel:
+        loop = ["    _n = _xs.shape[0]",
+                "    _chunks = max(1, min(_n, _threads))",
+                "    for _c in numba.prange(_chunks):"]
+        loop += ["    " + line for line in hoisted]
+        loop += ["        for _b in range(_c * _n // _chunks, (_c + 1) * _n // _chunks):"]
+        inner = ["        " + line for line in inner]
+    else:
+        loop = hoisted + ["    for _b in range(_xs.shape[0]):"]
+        inner = ["    " + line for line in inner]
+    text = "\n".join(head + [
+        f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
+        f"def tape_batch({', '.join(new_params)}):"] + checks + loop + inner +
+        ["    return _out"]) + "\n"
+    return text, constants, zeroed, parallel

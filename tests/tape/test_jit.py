@@ -345,6 +345,47 @@ def test_batch():
     np.testing.assert_allclose(grads, 3 * xs ** 2)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_batch_loops_fused_serial_and_parallel(parallel):
+    from dualad.tape.numba_backend import batch_kernel
+
+    xs = np.random.default_rng(1).standard_normal((7, 12)) + 2.0
+    expected = np.stack([ad.jacobian(lorenz96)(x) for x in xs])
+    dense = compiled_only(ad.jacobian(lorenz96))  # seeds compressed, scatters into zeros
+    dense(xs[0])
+    fixed = ad.jit(lambda x, c: np.sin(x) * c + x[0], fallback="error")
+    fixed(xs[0], 0.5)
+    for fn, args, want in [(dense, (), expected),
+                           (fixed, (0.5,), np.sin(xs) * 0.5 + xs[:, :1])]:
+        loop = batch_kernel(fn._fast_entry.kernel, 1 + len(args), parallel)
+        assert loop.parallel == parallel
+        out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + want.shape[1:])
+        loop(out, xs, *args)
+        np.testing.assert_allclose(out, want, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(fn.batch(xs, *args), want, rtol=1e-14, atol=1e-14)
+    assert batch_kernel(dense._fast_entry.kernel, 1, parallel).zeroed
+
+
+def test_batch_rows_on_both_sides_of_a_guard():
+    def f(x):
+        if x[0] > 0:
+            return np.sin(x) * x[1]
+        return np.cos(x)
+
+    jac = compiled_only(ad.jacobian(f))
+    xs = np.array([[0.5, 1.0, 2.0], [-0.5, 1.0, 2.0], [0.2, -1.0, 0.3]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        J = jac.batch(xs)
+        again = jac.batch(xs[::-1])
+    for x, j, k in zip(xs, J, again[::-1]):
+        np.testing.assert_allclose(j, ad.jacobian(f)(x), rtol=1e-14)
+        np.testing.assert_allclose(k, ad.jacobian(f)(x), rtol=1e-14)
+    scalar = compiled_only(ad.grad(lambda t: np.sin(t) * t))
+    ts = np.linspace(-1.0, 1.0, 5)
+    np.testing.assert_allclose(scalar.batch(ts), np.cos(ts) * ts + np.sin(ts), rtol=1e-14)
+
+
 # -- the disk cache --------------------------------------------------------------------------
 
 _SCRIPT = """
