@@ -1,22 +1,27 @@
 """``ad.jit``: a function or a transform of it, recorded at its first call and compiled.
 
 ``ad.jit(f)``, ``ad.jit(ad.grad(f))``, ``ad.jit(ad.value_and_grad(f))``,
-``ad.jit(ad.jacobian(f, mode=...))`` and ``ad.jit(ad.ode_jacobian(f))`` record ``f`` on a
-:class:`~dualad.tape.Tape` at the first call, lower the recorded program
-(:mod:`~dualad.tape.lowering`) and compile it with Numba
-(:mod:`~dualad.tape.numba_backend`): values, forward-mode Jacobians (both ``mode`` values
-are accepted; the compiled code is forward mode) and reverse-mode gradients. A call with
-the recorded argument shapes goes straight to the compiled code.
+``ad.jit(ad.jacobian(f, mode=...))``, ``ad.jit(ad.ode_jacobian(f))`` and
+``ad.jit(ad.sparse_jacobian(f))`` (with ``has_aux`` and tuple ``argnums`` where they take
+them) record ``f`` on a :class:`~dualad.tape.Tape` at the first call, lower the recorded
+program (:mod:`~dualad.tape.lowering`) and compile it with Numba
+(:mod:`~dualad.tape.numba_backend`): values (any tree of outputs), forward-mode Jacobians
+(both ``mode`` values are accepted; the compiled code is forward mode) and reverse-mode
+gradients. A function that calls ``ad.jvp`` / ``ad.vjp`` / ``ad.hvp`` records what they
+compute and compiles like any other. A call with the recorded argument types goes
+straight to the compiled code.
 
 The tape's semantics hold: values that ``f`` computes from anything but its arguments are
-frozen at recording; new shapes (or new values of non-float arguments) record again; a
-recording that depends on values (guards) runs through the tape, which records again when
-a guard fails (:class:`~dualad.tape.TapeRetraceWarning`). What cannot be compiled (see the
-README's "What compiles") runs the tape's Python replay of the same transform, with a
-:class:`JitFallbackWarning` once, or raises :class:`JitError` with ``fallback="error"``.
-Compiled results equal eager ones up to floating-point reassociation (partials summed in
-another order) and the last bit of elementary functions (the C library's ``exp``, ``sin``,
-... where numpy may use its own vectorised versions).
+frozen at recording; new shapes (or new values of non-float arguments) record again; the
+guards of a recording that depends on values are checked in the compiled code, which
+raises :class:`~dualad.tape.program.GuardFailed` where one fails: the other recordings are
+tried, else ``f`` records again (:class:`~dualad.tape.TapeRetraceWarning`) and the new
+recording compiles. What cannot be compiled (see the README's "What compiles") runs the
+tape's Python replay of the same transform, with a :class:`JitFallbackWarning` once, or
+raises :class:`JitError` with ``fallback="error"``. Compiled results equal eager ones up
+to floating-point reassociation (partials summed in another order) and the last bit of
+elementary functions (the C library's ``exp``, ``sin``, ... where numpy may use its own
+vectorised versions).
 
 Example:
     >>> import numpy as np, dualad as ad
