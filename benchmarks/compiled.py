@@ -18,6 +18,7 @@ from .common import (
     REFERENCE,
     Bench,
     Row,
+    Skip,
     max_abs_err,
     note,
     require,
@@ -289,16 +290,33 @@ def chain_jax(jax, x, n=100):
 
 
 def batch_rows(bench: Bench, quick: bool) -> None:
-    n, count = 40, 100 if quick else 1000
+    """1000 Lorenz-96 Jacobians (n = 40): the compiled batch loop on one and on two
+    threads, against a loop of compiled calls, eager mode and jax.jit(vmap(jacfwd))."""
+    import numba
+
+    n, count = 40, 1000
     xs = np.random.default_rng(2).standard_normal((count, n)) + 8.0
     expected = np.stack([lorenz96_analytic(x) for x in xs])
     check = max_abs_err(expected)
     case = f"{count} Lorenz-96 n={n}"
 
-    def compiled_batch():
-        ad = require_dualad()
-        jac = ad.jit(ad.jacobian(lorenz96), fallback="error")
-        return lambda: jac.batch(xs)
+    def compiled_batch(threads):
+        def make():
+            ad = require_dualad()
+            jac = ad.jit(ad.jacobian(lorenz96), fallback="error")
+            if numba.config.NUMBA_NUM_THREADS < threads:
+                raise Skip(f"Numba has {numba.config.NUMBA_NUM_THREADS} thread(s)")
+
+            def run():
+                old = numba.get_num_threads()
+                numba.set_num_threads(threads)
+                try:
+                    return jac.batch(xs)
+                finally:
+                    numba.set_num_threads(old)
+
+            return run
+        return make
 
     def compiled_loop():
         ad = require_dualad()
@@ -318,28 +336,67 @@ def batch_rows(bench: Bench, quick: bool) -> None:
     bench.time(case, "analytic numpy loop", BASELINE,
                lambda: lambda: np.stack([lorenz96_analytic(x) for x in xs]), size=count,
                check=check)
-    bench.time(case, "ad.jit(jacobian).batch", DUALAD, compiled_batch, size=count, check=check)
+    bench.time(case, "ad.jit(jacobian).batch, 1 thread", DUALAD, compiled_batch(1),
+               size=count, check=check)
+    bench.time(case, "ad.jit(jacobian).batch, 2 threads", DUALAD, compiled_batch(2),
+               size=count, check=check)
     bench.time(case, "ad.jit(jacobian) loop", DUALAD, compiled_loop, size=count, check=check)
-    bench.time(case, "ad.jacobian loop (eager)", DUALAD, eager_loop, size=count, check=check)
+    if not quick:
+        bench.time(case, "ad.jacobian loop (eager)", DUALAD, eager_loop, size=count,
+                   check=check)
     bench.time(case, "jax.jit(vmap(jacfwd))", PEER, jax_vmap, size=count, check=check,
                peer_name="jax")
 
 
+def _direct(jitted, args):
+    """The Numba kernel behind ``jitted``'s fast call, called with ``args`` directly."""
+    kernel = jitted._fast_entry.kernel
+    return lambda: kernel(*args)
+
+
 def entry_rows(bench: Bench) -> None:
-    """The Python entry cost: a compiled call against its Numba kernel called directly."""
-    f, y0 = DENSE[0].rhs, DENSE[0].y0
+    """The Python entry cost: compiled calls against their Numba kernels called directly,
+    timed with timeit in interleaved rounds (one round of each per turn), with the
+    garbage collector off and then on; the cost is the difference of the medians."""
+    import gc
+    import timeit
+
     ad = require_dualad()
-    jac = ad.jit(ad.ode_jacobian(f), fallback="error")
-    jac(0.0, y0)
-    kernel = jac._fast_entry.kernel
-    case = "entry overhead"
-    bench.time(case, "Numba kernel called directly", BASELINE, lambda: lambda: kernel(0.0, y0),
-               size=1)
-    row = bench.time(case, "ad.jit(ode_jacobian) call", DUALAD, lambda: lambda: jac(0.0, y0),
-                     size=1)
-    base = bench.rows[-2]
-    if row.times and base.times:
-        row.extra["over the kernel"] = f"{row.times.median - base.times.median:.3f} µs"
+    name, f, y0 = DENSE[0].name, DENSE[0].rhs, DENSE[0].y0
+    x = np.linspace(7.0, 9.0, 10)
+    ode = ad.jit(ad.ode_jacobian(f), fallback="error")
+    jac = ad.jit(ad.jacobian(lorenz96), fallback="error")
+    grad = ad.jit(ad.grad(lambda x: np.sum(np.sin(x) * x)), fallback="error")
+    cases = []
+    for label, fn, args in [(f"ode_jacobian {name}", ode, (0.0, y0)),
+                            ("jacobian Lorenz-96 n=10", jac, (x,)),
+                            ("grad, 10 inputs", grad, (x,))]:
+        fn(*args)
+        cases.append((label, lambda fn=fn, args=args: fn(*args), _direct(fn, args)))
+    number, rounds = 2000, 15
+    for collect in (False, True):
+        for label, jitted, direct in cases:
+            samples: dict[str, list[float]] = {"kernel": [], "jit": []}
+            for _ in range(rounds):
+                if not collect:
+                    gc.disable()
+                try:
+                    samples["kernel"].append(timeit.timeit(direct, number=number) / number)
+                    samples["jit"].append(timeit.timeit(jitted, number=number) / number)
+                finally:
+                    gc.enable()
+            case = f"entry: {label}, gc {'on' if collect else 'off'}"
+            rows = []
+            for key, method, kind in (("kernel", "Numba kernel called directly", BASELINE),
+                                      ("jit", "ad.jit call", DUALAD)):
+                us = [t * 1e6 for t in samples[key]]
+                row = Row("compiled", case, method, kind,
+                          Timing(statistics.median(us), min(us), max(us), number, len(us),
+                                 tuple(us)), size=1)
+                bench.add(row)
+                rows.append(row)
+            rows[1].extra["over the kernel"] = \
+                f"{rows[1].times.median - rows[0].times.median:.3f} µs"
 
 
 _COMPILE = """

@@ -1,22 +1,27 @@
 """``ad.jit``: a function or a transform of it, recorded at its first call and compiled.
 
 ``ad.jit(f)``, ``ad.jit(ad.grad(f))``, ``ad.jit(ad.value_and_grad(f))``,
-``ad.jit(ad.jacobian(f, mode=...))`` and ``ad.jit(ad.ode_jacobian(f))`` record ``f`` on a
-:class:`~dualad.tape.Tape` at the first call, lower the recorded program
-(:mod:`~dualad.tape.lowering`) and compile it with Numba
-(:mod:`~dualad.tape.numba_backend`): values, forward-mode Jacobians (both ``mode`` values
-are accepted; the compiled code is forward mode) and reverse-mode gradients. A call with
-the recorded argument shapes goes straight to the compiled code.
+``ad.jit(ad.jacobian(f, mode=...))``, ``ad.jit(ad.ode_jacobian(f))`` and
+``ad.jit(ad.sparse_jacobian(f))`` (with ``has_aux`` and tuple ``argnums`` where they take
+them) record ``f`` on a :class:`~dualad.tape.Tape` at the first call, lower the recorded
+program (:mod:`~dualad.tape.lowering`) and compile it with Numba
+(:mod:`~dualad.tape.numba_backend`): values (any tree of outputs), forward-mode Jacobians
+(both ``mode`` values are accepted; the compiled code is forward mode) and reverse-mode
+gradients. A function that calls ``ad.jvp`` / ``ad.vjp`` / ``ad.hvp`` records what they
+compute and compiles like any other. A call with the recorded argument types goes
+straight to the compiled code.
 
 The tape's semantics hold: values that ``f`` computes from anything but its arguments are
-frozen at recording; new shapes (or new values of non-float arguments) record again; a
-recording that depends on values (guards) runs through the tape, which records again when
-a guard fails (:class:`~dualad.tape.TapeRetraceWarning`). What cannot be compiled (see the
-README's "What compiles") runs the tape's Python replay of the same transform, with a
-:class:`JitFallbackWarning` once, or raises :class:`JitError` with ``fallback="error"``.
-Compiled results equal eager ones up to floating-point reassociation (partials summed in
-another order) and the last bit of elementary functions (the C library's ``exp``, ``sin``,
-... where numpy may use its own vectorised versions).
+frozen at recording; new shapes (or new values of non-float arguments) record again; the
+guards of a recording that depends on values are checked in the compiled code, which
+raises :class:`~dualad.tape.program.GuardFailed` where one fails: the other recordings are
+tried, else ``f`` records again (:class:`~dualad.tape.TapeRetraceWarning`) and the new
+recording compiles. What cannot be compiled (see the README's "What compiles") runs the
+tape's Python replay of the same transform, with a :class:`JitFallbackWarning` once, or
+raises :class:`JitError` with ``fallback="error"``. Compiled results equal eager ones up
+to floating-point reassociation (partials summed in another order) and the last bit of
+elementary functions (the C library's ``exp``, ``sin``, ... where numpy may use its own
+vectorised versions).
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -28,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -40,10 +46,11 @@ from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
 from .lowering import LoweringError, lower
-from .numba_backend import NumbaProgram, batch_kernel
-from .tape import Tape
+from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
+from .program import GuardFailed
+from .tape import Tape, check_input_guards
 
-__all__ = ["CompiledTape", "JitError", "JitFallbackWarning", "jit"]
+__all__ = ["JitError", "JitFallbackWarning", "Jitted", "jit"]
 
 FALLBACKS = ("warn", "error")
 #: The transforms whose recorded program compiles, by the name of their mark.
@@ -63,17 +70,20 @@ class _Miss:
 
 
 _MISS = _Miss()
+_NOT_HERE = _Miss()  # a recording whose guards fail at the arguments it was built for
 _F8 = np.dtype(np.float64)
 
 
 class _Entry:
     """The compiled code of one recording for one transform, and how to call it."""
 
-    __slots__ = ("kernel", "finish", "program")
+    __slots__ = ("kernel", "finish", "program", "guarded", "fast")
 
     def __init__(self, program: Any, kernel: Callable[..., Any],
-                 finish: Callable[[Any], Any]) -> None:
+                 finish: Callable[[Any], Any], guarded: bool = False) -> None:
         self.program, self.kernel, self.finish = program, kernel, finish
+        self.guarded = guarded  # the kernel may raise GuardFailed
+        self.fast: Callable[..., Any] | None = None  # its __call__ (_install_fast)
 
 
 def _kernel_input(v: Any) -> Any:
@@ -81,7 +91,9 @@ def _kernel_input(v: Any) -> Any:
     a = np.asarray(v, dtype=np.float64)
     if a.size == 1:
         return float(a.reshape(-1)[0])
-    return np.ascontiguousarray(a).reshape(-1)  # one compiled layout: contiguous
+    if not a.flags.writeable:  # one compiled type: writeable, contiguous
+        a = a.copy()
+    return np.ascontiguousarray(a).reshape(-1)
 
 
 class Jitted:
@@ -117,11 +129,11 @@ class Jitted:
         self.__class__ = type("Jitted", (Jitted,), {"__module__": Jitted.__module__})
         if self.kind not in COMPILED:
             self._why_not = f"ad.{self.kind} is not compiled yet"
-        elif self.options.get("has_aux") or self.options.get("holomorphic"):
-            self._why_not = "has_aux and holomorphic are not compiled"
-        elif self.kind in ("jacobian", "sparse_jacobian") and \
+        elif self.options.get("holomorphic"):
+            self._why_not = "holomorphic derivatives (complex values) are not compiled"
+        elif self.kind == "sparse_jacobian" and \
                 not isinstance(self.argnums, (int, np.integer)):
-            self._why_not = "a tuple of argnums is not compiled"
+            self._why_not = "a tuple of argnums of a sparse Jacobian is not compiled"
 
     def __repr__(self) -> str:
         return f"<ad.jit of {self.kind} of {getattr(self.f, '__name__', 'f')}>"
@@ -171,61 +183,80 @@ class Jitted:
         if traced:  # an outer transform traces through: the tape's dispatching replay
             return self.python()(*args)
         programs = tape._programs_for(args, key, inputs, ranges)
-        program = programs[0]
-        entry = self._entries.get(id(program), _MISS)
-        if entry is _MISS:
-            self._current_args = args
-            entry = self._build(program, leaves, inputs, ranges, specs)
-            self._entries[id(program)] = entry
-        if entry is None:
-            return self.python()(*args)
         values = [_kernel_input(leaves[i]) for i in inputs]
-        result = entry.finish(entry.kernel(*values))
-        if entry is not self._fast_entry:
-            self._install_fast(entry, args, inputs)
-        return result
+        tried: list[Any] = []
+        while True:  # the first recording whose guards hold here; else record again
+            for program in programs:
+                entry = self._entries.get(id(program), _MISS)
+                if entry is _MISS:
+                    self._current_args = args
+                    entry = self._build(program, leaves, inputs, ranges, specs)
+                    if entry is _NOT_HERE:
+                        continue
+                    self._entries[id(program)] = entry
+                if entry is None:
+                    return self.python()(*args)
+                try:
+                    result = entry.finish(entry.kernel(*values))
+                except GuardFailed:
+                    continue
+                if entry is not self._fast_entry:
+                    self._install_fast(entry, args, inputs)
+                return result
+            tried.extend(programs)
+            programs = tape._rerecord(args, key, inputs, tried)
 
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
-        """A ``__call__`` for arguments shaped like ``args``: checks written out, then the
-        compiled code (every other call takes the general path)."""
+        """A ``__call__`` for arguments like ``args``, which hands them to the compiled
+        code as they are: the kernel compiles no other types (``disable_compile``) and
+        checks its sizes, so a call it refuses (TypeError, GuardFailed) takes the general
+        path. Only arrays that are not 1-D are checked and flattened here."""
         if len(inputs) != len(args):
+            return
+        if entry.fast is not None:  # made before (recordings taking turns)
+            self._fast_entry = entry
+            type(self).__call__ = entry.fast
             return
         names = [f"a{i}" for i in range(len(args))]
         checks, passed = [], []
         for name, a in zip(names, args):
             if type(a) is float or type(a) is np.float64:
-                checks.append(f"type({name}) in SCALARS")
                 passed.append(name)
             elif type(a) is np.ndarray and a.dtype == _F8:
-                checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r} and "
-                              f"{name}.dtype is F8" + (f" and {name}.strides == (8,)"
-                                                       if a.ndim == 1 and a.size > 1 else ""))
-                if a.size == 1:
-                    passed.append(f"{name}.item()")
-                elif a.ndim == 1:
+                if a.ndim == 1 and a.size > 1:
                     passed.append(name)
-                else:
-                    passed.append(f"ascontiguous({name}).reshape(-1)")
+                    continue
+                checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r}")
+                passed.append(f"{name}.item()" if a.size == 1 else
+                              f"ascontiguous({name}).reshape(-1)")
             else:
                 return
+        namespace = {"FINISH": entry.finish, "ndarray": np.ndarray,
+                     "ascontiguous": np.ascontiguousarray, "MISS": _MISS,
+                     "REFUSED": (TypeError, GuardFailed)}
+        kernel = entry.kernel
+        if isinstance(kernel, functools.partial):  # constant arrays: globals of the call
+            for k, bound in enumerate(kernel.args):
+                namespace[f"C{k}"] = bound
+            passed = [f"C{k}" for k in range(len(kernel.args))] + passed
+            kernel = kernel.func
+        namespace["K"] = kernel
         call = f"K({', '.join(passed)})"
-        finish = {_same: call, _gradient: f"{call}[1][0]",
-                  _square: f"FINISH({call})"}.get(entry.finish)
-        if finish is None:
-            finish = f"FINISH({call})"
+        finish = {_same: call, _gradient: f"{call}[1][0]"}.get(entry.finish,
+                                                              f"FINISH({call})")
         params = ", ".join(f"{n}=MISS" for n in names)
+        test = " and ".join(["not rest"] + checks)
         source = (f"def __call__(self, {params}, *rest):\n"
-                  f"    if {' and '.join(checks)} and not rest:\n"
-                  f"        return {finish}\n"
+                  f"    if {test}:\n"
+                  f"        try:\n"
+                  f"            return {finish}\n"
+                  f"        except REFUSED:\n"
+                  f"            pass\n"
                   f"    return self._call(tuple(a for a in ({', '.join(names)},) + rest "
                   f"if a is not MISS))\n")
-        namespace = {"K": entry.kernel, "FINISH": entry.finish, "ndarray": np.ndarray,
-                     "SCALARS": frozenset((float, np.float64)), "F8": _F8,
-                     "ascontiguous": np.ascontiguousarray,
-                     "MISS": _MISS}
         exec(compile(source, f"<ad.jit call of {self.__name__}>", "exec"), namespace)  # noqa: S102
         self._fast_entry = entry
-        type(self).__call__ = namespace["__call__"]
+        entry.fast = type(self).__call__ = namespace["__call__"]
 
     def _wanted(self, program: Any, ranges: list[tuple[int, int]], specs: list[Any],
                 argnum: int) -> tuple[int, ...]:
@@ -239,40 +270,67 @@ class Jitted:
 
     def _build(self, program: Any, leaves: list[Any], inputs: list[int],
                ranges: list[tuple[int, int]], specs: list[Any]) -> _Entry | None:
-        try:
-            values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
+        values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
+        try:  # built where its guards hold (a pattern detected here is the recording's)
+            check_input_guards(program, values)
             code = NumbaProgram(lower(program, values))
-            kind = self.kind
-            if kind == "value":
-                kernel, finish = code.value(), _same
-            elif kind in ("grad", "value_and_grad"):
-                single = isinstance(self.argnums, (int, np.integer))
-                nums = [self.argnums] if single else list(self.argnums)
-                wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
-                              for a in nums), ())
-                kernel = code.gradient(wanted)
-                if single:
-                    finish = _gradient if kind == "grad" else _value_and_gradient
-                else:
-                    finish = _gradients if kind == "grad" else _value_and_gradients
-            elif kind == "sparse_jacobian":
-                argnum = int(self.argnums) % len(ranges)
-                wanted = self._wanted(program, ranges, specs, argnum)
-                kernel, finish = self._sparse(code, wanted)
-            else:
-                argnum = 1 if kind == "ode_jacobian" else int(self.argnums) % len(ranges)
-                wanted = self._wanted(program, ranges, specs, argnum)
-                kernel = None
-                if "color" in self.options:  # structurally sparse: compressed seeds
-                    kernel = self._compressed_dense(code, wanted)
-                if kernel is None:
-                    kernel = code.jacobian(wanted)
-                finish = _square if kind == "ode_jacobian" else _same
-            _first_call(kernel, [_kernel_input(v) for v in values])
+            kernel, finish = self._entry(code, program, ranges, specs)
         except LoweringError as exc:
             self._not_compiled(str(exc))
             return None
-        return _Entry(program, kernel, finish)
+        except GuardFailed:  # lowered at arguments this recording does not cover
+            return _NOT_HERE
+        try:
+            _first_call(kernel, [_kernel_input(v) for v in values])
+        except GuardFailed:  # compiled; the call that follows tries the next recording
+            pass
+        dispatcher = getattr(kernel, "func", kernel)
+        if hasattr(dispatcher, "disable_compile"):  # other types: the general path
+            dispatcher.disable_compile()
+        return _Entry(program, kernel, finish, code.guarded)
+
+    def _entry(self, code: NumbaProgram, program: Any, ranges: list[tuple[int, int]],
+               specs: list[Any]) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
+        """The compiled entry of this transform for one recording, and what turns its
+        result into the transform's."""
+        kind = self.kind
+        aux = bool(self.options.get("has_aux"))
+        if kind == "value":
+            if len(program.outputs) == 1 and program.out_spec is None:
+                return code.value(), _same
+            return code.values(), _outputs(program)
+        if kind in ("grad", "value_and_grad"):
+            single = isinstance(self.argnums, (int, np.integer))
+            nums = [self.argnums] if single else list(self.argnums)
+            wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
+                          for a in nums), ())
+            kernel = code.gradient(wanted, aux=aux)
+            if aux:
+                return kernel, _with_aux_gradients(program, kind, single)
+            if single:
+                return kernel, _gradient if kind == "grad" else _value_and_gradient
+            return kernel, _gradients if kind == "grad" else _value_and_gradients
+        if kind == "sparse_jacobian":
+            if aux:
+                raise LoweringError("has_aux of a sparse Jacobian")
+            argnum = int(self.argnums) % len(ranges)
+            wanted = self._wanted(program, ranges, specs, argnum)
+            return self._sparse(code, wanted)
+        if kind == "jacobian" and not isinstance(self.argnums, (int, np.integer)):
+            nums = [int(a) % len(ranges) for a in self.argnums]
+            wanted = sum((self._wanted(program, ranges, specs, a) for a in nums), ())
+            return code.jacobian(wanted, aux=aux), _split_jacobian(code, wanted, aux)
+        argnum = 1 if kind == "ode_jacobian" else int(self.argnums) % len(ranges)
+        wanted = self._wanted(program, ranges, specs, argnum)
+        if aux:
+            return code.jacobian(wanted, aux=True), _with_aux(program)
+        kernel = None
+        if "color" in self.options:  # structurally sparse: compressed seeds
+            kernel = self._compressed_dense(code, wanted)
+        if kernel is None:
+            kernel = code.jacobian(wanted)
+        square = kind == "ode_jacobian" and len(code.low.shapes[code.out]) != 1
+        return kernel, _square if square else _same
 
     def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Any:
         """The boolean CSR pattern of the Jacobian (given, or detected at this call's
@@ -344,14 +402,20 @@ class Jitted:
             rows = np.ascontiguousarray(xs.reshape(len(xs), -1))
             if rows.shape[1] == 1:
                 rows = rows.reshape(-1)
-            out = loop(rows, *[_kernel_input(a) for a in args])
+            others = [_kernel_input(a) for a in args]
+            raw = np.shape(entry.kernel(rows[0], *others))  # the kernel's own shape
+            out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + raw)
+            try:
+                loop(out, rows, *others)
+            except GuardFailed:  # rows that other recordings cover: one call each
+                return np.stack([first] + [self._call((x,) + args) for x in xs[1:]])
             return out.reshape((len(xs),) + first.shape)
         results = [first] + [self._call((x,) + args) for x in xs[1:]]
         if isinstance(first, tuple):
             return tuple(np.stack(parts) for parts in zip(*results))
         return np.stack(results)
 
-    def _batch_loop(self, entry: _Entry) -> Callable[..., Any]:
+    def _batch_loop(self, entry: _Entry) -> BatchLoop:
         loops = self.__dict__.setdefault("_batch_loops", {})
         found = loops.get(id(entry))
         if found is None:
@@ -368,6 +432,8 @@ def _first_call(kernel: Callable[..., Any], values: list[Any]) -> None:
     """Compile (or load from the disk cache) now; a corrupt cache entry is rebuilt."""
     try:
         kernel(*values)
+    except GuardFailed:  # compiled, and a guard fails at these values: the caller's turn
+        raise
     except Exception:  # noqa: BLE001 - unreadable cache files: compile afresh
         forget_compiled(kernel)
         kernel(*values)
@@ -393,48 +459,72 @@ def _value_and_gradients(r: Any) -> Any:
     return r[0], tuple(r[1])
 
 
+def _outputs(program: Any) -> Callable[[Any], Any]:
+    """The function's result (a tree) from the tuple of its computed outputs."""
+    from ..core.trees import tree_unflatten
+
+    layout = [(is_slot, v) for is_slot, v in program.outputs]
+    spec = program.out_spec
+
+    def finish(computed: tuple) -> Any:
+        found = iter(computed)
+        leaves = [next(found) if is_slot else v for is_slot, v in layout]
+        return tree_unflatten(spec, leaves) if spec is not None else leaves[0]
+
+    return finish
+
+
+def _aux_tree(program: Any) -> Callable[[tuple], Any]:
+    """``has_aux``: the auxiliary tree from the computed outputs after the first."""
+    whole = _outputs(program)
+    first = program.outputs[0]
+
+    def aux(rest: tuple) -> Any:
+        return whole(((None,) if first[0] else ()) + tuple(rest))[1]
+
+    return aux
+
+
+def _with_aux(program: Any) -> Callable[[Any], Any]:
+    aux = _aux_tree(program)
+    return lambda r: (r[0], aux(r[1]))
+
+
+def _with_aux_gradients(program: Any, kind: str, single: bool) -> Callable[[Any], Any]:
+    aux = _aux_tree(program)
+
+    def finish(r: Any) -> Any:
+        grads = r[1][0] if single else tuple(r[1])
+        if kind == "grad":
+            return grads, aux(r[2])
+        return (r[0], aux(r[2])), grads
+
+    return finish
+
+
+def _split_jacobian(code: NumbaProgram, wanted: tuple[int, ...], aux: bool
+                    ) -> Callable[[Any], Any]:
+    """A tuple ``argnums``: the columns of one Jacobian split per argument, each shaped
+    ``out.shape + argument.shape``."""
+    low = code.low
+    out_shape = low.shapes[code.out]
+    parts, lo = [], 0
+    for s in wanted:
+        parts.append((lo, lo + low.sizes[s], out_shape + low.shapes[s]))
+        lo += low.sizes[s]
+    aux_tree = _aux_tree(low.program) if aux else None
+
+    def split(J: np.ndarray) -> tuple:
+        J = J.reshape(-1, lo) if lo else J
+        return tuple(np.ascontiguousarray(J[:, a:b]).reshape(shape) for a, b, shape in parts)
+
+    if aux_tree is not None:
+        return lambda r: (split(r[0]), aux_tree(r[1]))
+    return split
+
+
 def _square(r: Any) -> Any:
     return r if r.ndim == 2 else r.reshape(r.size // max(r.shape[-1], 1), -1)
-
-
-class CompiledTape:
-    """A :class:`~dualad.tape.Tape` compiled: ``__call__``, ``.grad``, ``.value_and_grad``
-    compiled per ``argnums``; ``.jvp``, ``.vjp`` and ``.hvp`` replay the tape."""
-
-    def __init__(self, tape: Tape, fallback: str = "warn") -> None:
-        self.tape = tape
-        self.fallback = fallback
-        self._value = Jitted(tape.f, fallback, tape=tape)
-        self._grads: dict[Any, Jitted] = {}
-
-    def __call__(self, *args: Any) -> Any:
-        return self._value(*args)
-
-    def _jitted(self, kind: str, argnums: Any) -> Jitted:
-        key = (kind, argnums)
-        found = self._grads.get(key)
-        if found is None:
-            from ..reverse_mode.transforms import grad, value_and_grad
-
-            transform = grad if kind == "grad" else value_and_grad
-            found = self._grads[key] = Jitted(transform(self.tape.f, argnums), self.fallback,
-                                              tape=self.tape)
-        return found
-
-    def grad(self, *args: Any, argnums: Any = 0) -> Any:
-        return self._jitted("grad", argnums)(*args)
-
-    def value_and_grad(self, *args: Any, argnums: Any = 0) -> Any:
-        return self._jitted("value_and_grad", argnums)(*args)
-
-    def jvp(self, args: Any, tangents: Any) -> Any:
-        return self.tape.jvp(args, tangents)
-
-    def vjp(self, *args: Any) -> Any:
-        return self.tape.vjp(*args)
-
-    def hvp(self, args: Any, v: Any, argnums: Any = 0) -> Any:
-        return self.tape.hvp(args, v, argnums)
 
 
 def jit(fn: Callable[..., Any], *, fallback: str = "warn",

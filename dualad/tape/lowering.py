@@ -11,7 +11,10 @@ instructions are:
 - :class:`Gather`: a call declared an index map (``np.roll``, indexing, stacking, writes
   into buffers, ...): each output entry copies one input entry or is a constant;
 - :class:`Linear`: a first-order reduction (``np.sum``, ``np.mean``) or a contraction with
-  one constant operand, as a constant sparse matrix.
+  one constant operand, as a constant sparse matrix;
+- :class:`Guard`: a check that a value the recording depended on (a branch taken on a
+  comparison, a number read from a value) reads as recorded; compiled code raises
+  :class:`~dualad.tape.program.GuardFailed` when it does not, and the caller records again.
 
 Which calls are which comes from the declarations of the numpy rule families
 (:mod:`dualad.sparsity.flows`) and from the rules tables, never from a list of numpy
@@ -40,8 +43,8 @@ from ..derivatives.registry import get_rule, operator_type
 from ..sparsity.flows import index_map_data, is_contraction, linear_reduction_axis
 from .program import Operation, Program
 
-__all__ = ["Const", "Gather", "Linear", "Lowered", "LoweringError", "Map", "MatMul", "Select",
-           "lower"]
+__all__ = ["Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
+           "Select", "lower"]
 
 #: Contractions with a constant operand are probed column by column up to this many inputs.
 MAX_PROBED_SIZE = 4096
@@ -123,6 +126,27 @@ class Select:
 
 
 @dataclass
+class Guard:
+    """The recording holds only while a value reads as it did: the value is slot ``slot``
+    (``name`` None), or the elementwise predicate ufunc ``np.<name>`` of ``operands`` (a
+    comparison whose result nothing else reads; its slot ``out`` is never written). It is
+    read as ``kind`` (``"bool"``, ``"int"``, ``"float"``, ``"index"``, ``"value"``) and
+    compared with ``recorded`` (flat float64; NaN equals NaN)."""
+
+    out: int
+    slot: int | None
+    name: str | None
+    arg_names: tuple[str, ...]
+    operands: list[Operand]
+    kind: str
+    recorded: np.ndarray
+
+
+#: How a guard reads a value, as the recording did (``program.guard_holds``).
+GUARD_KINDS = ("bool", "int", "float", "index", "value")
+
+
+@dataclass
 class Lowered:
     program: Program
     sizes: list[int]
@@ -149,8 +173,6 @@ def _slot_positions(e: Operation) -> list[tuple[int, int | None, int]]:
 
 def lower(program: Program, inputs: list[Any]) -> Lowered:
     """The instructions of ``program``, whose values at ``inputs`` fix shapes and constants."""
-    if program.input_guards or any(e.guards for e in program.ops):
-        raise LoweringError("the recording depends on values (guards)")
     slots, _ = program.run(list(inputs), False)
     shapes: list[tuple[int, ...]] = []
     for v in slots:
@@ -162,29 +184,96 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
         _float_array(slots[s], f"input {s}")
     sizes = [int(np.prod(sh, dtype=np.int64)) for sh in shapes]
     low = Lowered(program, sizes, shapes)
+    for s, kind, recorded in program.input_guards:
+        low.instructions.append(_lower_guard(s, None, kind, recorded))
+    read = _read_slots(program)
     for e in program.ops:
         if e.multi:
             raise LoweringError(f"{e.op!r} returns several values")
         found = _slot_positions(e)
         if not found:
+            if e.guards:
+                raise LoweringError(f"{e.op!r} is guarded but depends on no input")
             low.instructions.append(Const(e.out, _float_array(slots[e.out], repr(e.op)).ravel()))
             continue
         if not e.differentiable:
-            raise LoweringError(f"{e.op!r} computes a value without derivative from the inputs")
-        _float_array(slots[e.out], repr(e.op))
-        rule = e.rule if e.rule is not None else _own_table_rule(e)
-        if rule is not None:
-            low.instructions.append(_lower_map(e, rule, slots, shapes))
+            guards = _lower_predicate(e, shapes, read)
+            if guards is None:
+                raise LoweringError(f"{e.op!r} computes a value without derivative from the "
+                                    f"inputs")
+            low.instructions.extend(guards)
             continue
-        data = index_map_data(type(e.op))
-        if data is not None:
-            low.instructions.append(_lower_gather(e, slots, sizes, found, data))
+        if e.guards:  # the value itself is read: checked once it is computed
+            low.instructions.append(_lower_one(e, slots, shapes, sizes, found))
+            low.instructions.extend(_lower_guard(e.out, None, kind, recorded)
+                                    for kind, recorded in e.guards)
             continue
-        if is_contraction(type(e.op)) and len(found) == 2:
-            low.instructions.append(_lower_matmul(e, slots, shapes, found))
-            continue
-        low.instructions.append(_lower_linear(e, slots, sizes, found))
+        low.instructions.append(_lower_one(e, slots, shapes, sizes, found))
     return low
+
+
+def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
+               sizes: list[int], found: list[tuple[int, int | None, int]]) -> Any:
+    """The instruction of one differentiable operation."""
+    _float_array(slots[e.out], repr(e.op))
+    rule = e.rule if e.rule is not None else _own_table_rule(e)
+    if rule is not None:
+        return _lower_map(e, rule, slots, shapes)
+    data = index_map_data(type(e.op))
+    if data is not None:
+        return _lower_gather(e, slots, sizes, found, data)
+    if is_contraction(type(e.op)) and len(found) == 2:
+        return _lower_matmul(e, slots, shapes, found)
+    return _lower_linear(e, slots, sizes, found)
+
+
+def _read_slots(program: Program) -> set[int]:
+    """The slots some operation or output reads."""
+    read = {s for is_slot, s in program.outputs if is_slot}
+    for e in program.ops:
+        read.update(s for _, s in e.refs)
+        read.update(s for _, s in e.kw_refs)
+        for _, _, items in e.seqs:
+            read.update(s for _, s in items)
+    return read
+
+
+def _lower_guard(slot: int, predicate: Any, kind: str, recorded: Any) -> Guard:
+    if kind == "shape":  # a lowered program's shapes are those recorded
+        return Guard(slot, None, None, (), [], "shape", np.zeros(0))
+    if kind not in GUARD_KINDS:
+        raise LoweringError(f"a guard of kind {kind!r}")
+    rec = np.asarray(recorded)
+    if rec.dtype.kind not in "biuf":
+        raise LoweringError(f"a guard on a {rec.dtype} value")
+    return Guard(slot, slot, None, (), [], kind, rec.astype(np.float64).ravel())
+
+
+def _is_predicate(f: Any) -> bool:
+    """An elementwise function of floats with a boolean result (a comparison, ``isnan``)."""
+    return isinstance(f, np.ufunc) and f.nout == 1 and any(
+        t == "d" * f.nin + "->?" for t in f.types)
+
+
+def _lower_predicate(e: Operation, shapes: list[tuple[int, ...]], read: set[int]
+                     ) -> list[Guard] | None:
+    """The guards of a comparison that only a guard reads (``if x[0] > 0:``), or None."""
+    f = getattr(e.op, "f", None)
+    if not _is_predicate(f) or e.out in read or e.kw or e.seqs or \
+            len(e.template) != f.nin:
+        return None
+    if not e.guards:
+        return []  # computed, read by nothing: nothing to compile
+    operands = _map_operands(e, shapes)
+    names = tuple(f"x{i}" for i in range(f.nin))
+    guards = []
+    for kind, recorded in e.guards:
+        g = _lower_guard(e.out, None, kind, recorded)
+        g.slot, g.name, g.arg_names, g.operands = None, f.__name__, names, operands
+        if g.kind not in ("shape", "bool", "value"):
+            raise LoweringError(f"a comparison read as {kind}")
+        guards.append(g)
+    return guards
 
 
 def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
@@ -243,6 +332,11 @@ def _lower_map(e: Operation, rule: Any, slots: list[Any], shapes: list[tuple[int
     if body is None:
         raise LoweringError(f"{e.op!r}: its derivative needs a function Numba lacks")
     temps, partials = body
+    return Map(e.out, name, rule.arg_names, _map_operands(e, shapes), temps, partials)
+
+
+def _map_operands(e: Operation, shapes: list[tuple[int, ...]]) -> list[Operand]:
+    """The operands of an elementwise call, broadcast to its output's shape."""
     out_shape = shapes[e.out]
     refs = dict(e.refs)
     operands = []
@@ -262,7 +356,7 @@ def _lower_map(e: Operation, rule: Any, slots: list[Any], shapes: list[tuple[int
             else:
                 operands.append(Operand(None, constant=np.ascontiguousarray(
                     np.broadcast_to(c, out_shape)).ravel().copy()))
-    return Map(e.out, name, rule.arg_names, operands, temps, partials)
+    return operands
 
 
 def _probe_call(e: Operation, replaced: dict[tuple[int, int | None], Any],

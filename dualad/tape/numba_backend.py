@@ -30,17 +30,29 @@ Example:
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
-from .lowering import Const, Gather, Linear, Lowered, LoweringError, Map, MatMul, Select
+from .lowering import (
+    Const,
+    Gather,
+    Guard,
+    Linear,
+    Lowered,
+    LoweringError,
+    Map,
+    MatMul,
+    Select,
+)
 
-__all__ = ["NumbaProgram"]
+__all__ = ["BatchLoop", "NumbaProgram", "batch_kernel"]
 
 #: Programs with more instructions than this are not compiled (Numba's compile time grows
 #: faster than linearly with a function's size); they run in Python.
@@ -115,11 +127,25 @@ class NumbaProgram:
             raise LoweringError(f"{len(low.instructions)} instructions exceed the compile "
                                 f"size cap ({MAX_INSTRUCTIONS})")
         outputs = low.program.outputs
-        if len(outputs) != 1 or not outputs[0][0]:
-            raise LoweringError("only programs with one computed output compile")
+        if not any(is_slot for is_slot, _ in outputs):
+            raise LoweringError("a program whose outputs are all constants")
         self.low = low
-        self.out = outputs[0][1]
+        #: ``(is_slot, slot or constant)`` per output; the derivative entries differentiate
+        #: the first (the others, ``has_aux``'s, come back as values)
+        self.outputs = outputs
+        self.out = outputs[0][1] if outputs[0][0] else -1
+        #: the entries check guards (and raise GuardFailed where one fails)
+        self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
+                           for ins in low.instructions)
         self._cache: dict[Any, Callable[..., Any]] = {}
+
+    def _differentiated(self, single: bool = True) -> int:
+        """The slot of the differentiated output (the only output when ``single``)."""
+        if single and len(self.outputs) != 1:
+            raise LoweringError("a program with several outputs")
+        if self.out < 0:
+            raise LoweringError("the differentiated output is a constant")
+        return self.out
 
     # analysis ---------------------------------------------------------------------------
     def active(self, wanted: tuple[int, ...]) -> list[bool]:
@@ -204,6 +230,35 @@ class NumbaProgram:
                           f"{self._matrix(ins.b, ins.q, ins.r)}).reshape(-1)")
             elif isinstance(ins, Select):
                 self._select_values(w, ins)
+            elif isinstance(ins, Guard):
+                self._guard(w, ins, k)
+
+    def _guard(self, w: _Writer, ins: Guard, k: int) -> None:
+        """``raise GuardFailed`` unless the guarded value reads as recorded (the caller
+        records again): the compiled form of the recording's value-dependent branches."""
+        if ins.kind == "shape":
+            return
+        rec = ins.recorded
+        m = self.low.sizes[ins.out]
+        depth = 1
+        if m != 1:
+            w.emit(1, f"for _i in range({m}):")
+            depth = 2
+        expected = _literal(float(rec[0])) if rec.size == 1 else f"{w.const_array(rec)}[_i]"
+        if ins.name is not None:  # a comparison: true or false as recorded
+            self._map_arguments(w, ins, depth, k)  # type: ignore[arg-type]
+            w.emit(depth, f"_p = {numba_scalar_call(ins.name, ins.arg_names)}")
+            w.emit(depth, f"if _p != ({expected} != 0.0):")
+        else:
+            w.emit(depth, f"_x = {w.value(ins.slot, '_i')}")  # type: ignore[arg-type]
+            if ins.kind == "bool":
+                w.emit(depth, f"if (_x != 0.0) != ({expected} != 0.0):")
+            elif ins.kind in ("int", "index"):
+                w.emit(depth, f"if not abs(_x) < 9e18 or float(int(_x)) != {expected}:")
+            else:  # "float", "value": equal, or both NaN
+                w.emit(depth, f"_r = {expected}")
+                w.emit(depth, "if not (_x == _r or (_x != _x and _r != _r)):")
+        w.emit(depth + 1, "raise GuardFailed()")
 
     @staticmethod
     def _active_partials(ins: Map, act: list[bool]) -> list[int]:
@@ -280,10 +335,11 @@ class NumbaProgram:
             w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
 
     def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int,
-                  colors: str | None = None) -> None:
+                  colors: str | None = None, seeds: list[str] | None = None) -> None:
         """One loop over the ``K`` directions around the whole program's tangents (scalar
         locals for size one, one reused vector per larger value): one compact loop body,
-        which Numba compiles fast, and the partials computed once, before it."""
+        which Numba compiles fast, and the partials computed once, before it. ``seeds``
+        (one name per slot of ``wanted``, with ``K == 1``) seeds the given directions."""
         low = self.low
         sizes = low.sizes
         for s, a in enumerate(act):
@@ -291,9 +347,15 @@ class NumbaProgram:
                 w.emit(1, f"_t{s} = np.empty({sizes[s]})")
         w.emit(1, f"for _j in range({K}):")
         col = 0
-        for s in wanted:  # seeds: the identity, or one direction per colour of columns
-            m = sizes[s]
-            if colors is not None:
+        for n_seed, s in enumerate(wanted):  # seeds: the identity, one direction per
+            m = sizes[s]                       # colour of columns, or the given ones
+            if seeds is not None:
+                if m == 1:
+                    w.emit(2, f"_t{s} = {seeds[n_seed]}")
+                else:
+                    w.emit(2, f"for _i in range({m}):")
+                    w.emit(3, f"_t{s}[_i] = {seeds[n_seed]}[_i]")
+            elif colors is not None:
                 if m == 1:
                     w.emit(2, f"_t{s} = 1.0 if _j == {colors}[{col}] else 0.0")
                 else:
@@ -464,14 +526,18 @@ class NumbaProgram:
     # modules ----------------------------------------------------------------------------
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
-                 "import numpy as np", ""]
+                 "import numpy as np", "from dualad.tape.program import GuardFailed", ""]
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
                 ", ".join(_literal(float(v)) for v in arr)
             lines.append(f"{gname} = np.array([{items}], dtype={dtype})")
+        # the loops are written for the recorded sizes: another size is another recording
+        checks = [f"    if {p}.shape[0] != {self.low.sizes[int(p[2:])]}:\n"
+                  f"        raise GuardFailed()" for p in params
+                  if p.startswith("_x") and self.low.sizes[int(p[2:])] != 1]
         lines += ["", "", '@numba.njit(cache=True, error_model="numpy")',
-                  f"def {name}({', '.join(list(w.arrays) + params)}):"] + w.lines
+                  f"def {name}({', '.join(list(w.arrays) + params)}):"] + checks + w.lines
         source = "\n".join(lines) + "\n"
         module = import_kernel_module(source, subdirectory="tapes")
         kernel = getattr(module, name)
@@ -482,41 +548,64 @@ class NumbaProgram:
     def _shape_literal(self, shape: tuple[int, ...]) -> str:
         return "(" + "".join(f"{d}, " for d in shape) + ")"
 
+    def _output(self, s: int) -> str:
+        """Source of the value of slot ``s`` as handed back: a float for shape ``()``,
+        else a fresh array of the recorded shape."""
+        shape = self.low.shapes[s]
+        if self.low.sizes[s] == 1:
+            return f"_v{s}" if shape == () else f"np.full({self._shape_literal(shape)}, _v{s})"
+        return f"_v{s}.copy().reshape({self._shape_literal(shape)})"
+
+    def _aux(self) -> str:
+        """Source of the tuple of the computed outputs after the first (``has_aux``)."""
+        items = [self._output(s) for is_slot, s in self.outputs[1:] if is_slot]
+        return "(" + "".join(f"{item}, " for item in items) + ")"
+
     def value(self) -> Callable[..., Any]:
         """``value(*inputs)``: the output (inputs flat, floats for size-one inputs)."""
         fn = self._cache.get("value")
         if fn is None:
+            o = self._differentiated()
             w = _Writer(self.low, {})
             params: list[str] = []
             self._forward_values(w, params)
-            o = self.out
-            shape = self.low.shapes[o]
-            if self.low.sizes[o] == 1 and shape == ():
-                w.emit(1, f"return _v{o}")
-            else:
-                w.emit(1, f"return _v{o}.copy().reshape({self._shape_literal(shape)})")
+            w.emit(1, f"return {self._output(o)}")
             fn = self._cache["value"] = self._module("tape_value", w, params)
         return fn
 
-    def jacobian(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+    def values(self) -> Callable[..., Any]:
+        """``values(*inputs)``: the tuple of the computed outputs, in order (the constant
+        outputs are left out: the caller has them)."""
+        fn = self._cache.get("values")
+        if fn is None:
+            w = _Writer(self.low, {})
+            params: list[str] = []
+            self._forward_values(w, params)
+            items = [self._output(s) for is_slot, s in self.outputs if is_slot]
+            w.emit(1, "return (" + "".join(f"{item}, " for item in items) + ")")
+            fn = self._cache["values"] = self._module("tape_values", w, params)
+        return fn
+
+    def jacobian(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
         """``jacobian(*inputs)``: the output's Jacobian with respect to the input slots
         ``wanted``, shape ``out.shape + (k,)`` with ``k`` their total size (one slot: its
-        shape in place of ``(k,)``)."""
-        fn = self._cache.get(("jacobian", wanted))
+        shape in place of ``(k,)``). With ``aux``, ``(jacobian, other outputs)``."""
+        fn = self._cache.get(("jacobian", wanted, aux))
         if fn is not None:
             return fn
+        o = self._differentiated(single=not aux)
         low = self.low
         w = _Writer(low, {})
         params: list[str] = []
         act = self.active(wanted)
         self._forward_values(w, params, act)
         K = sum(low.sizes[s] for s in wanted)
-        o = self.out
         m = low.sizes[o]
         if len(wanted) == 1:
             shape = low.shapes[o] + low.shapes[wanted[0]]
         else:
             shape = low.shapes[o] + (K,)
+        tail = f", {self._aux()}" if aux else ""
         if act[o]:
             w.emit(1, f"_J = np.empty(({m}, {K}))")
             self._tangents(w, act, wanted, K)
@@ -525,10 +614,10 @@ class NumbaProgram:
             else:
                 w.emit(2, f"for _i in range({m}):")
                 w.emit(3, f"_J[_i, _j] = _t{o}[_i]")
-            w.emit(1, f"return _J.reshape({self._shape_literal(shape)})")
+            w.emit(1, f"return _J.reshape({self._shape_literal(shape)}){tail}")
         else:
-            w.emit(1, f"return np.zeros({self._shape_literal(shape)})")
-        fn = self._cache[("jacobian", wanted)] = self._module("tape_jacobian", w, params)
+            w.emit(1, f"return np.zeros({self._shape_literal(shape)}){tail}")
+        fn = self._cache[("jacobian", wanted, aux)] = self._module("tape_jacobian", w, params)
         return fn
 
     def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
@@ -543,12 +632,12 @@ class NumbaProgram:
         fn = self._cache.get(key)
         if fn is not None:
             return fn
+        o = self._differentiated()
         low = self.low
         w = _Writer(low, {})
         params: list[str] = []
         act = self.active(wanted)
         self._forward_values(w, params, act)
-        o = self.out
         m = low.sizes[o]
         c = int(colors.max()) + 1 if colors.size else 0
         nnz = rows.size
@@ -564,7 +653,7 @@ class NumbaProgram:
             R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
             if dense is not None:
                 K = sum(low.sizes[s] for s in wanted)
-                w.emit(1, f"_D = np.zeros(({m}, {K}))")
+                w.emit(1, f"_D = np.zeros(({m}, {K}))  # written at fixed entries")
                 w.emit(1, f"for _e in range({nnz}):")
                 w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _B[{R}[_e], {C}[{Q}[_e]]]")
                 w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
@@ -580,64 +669,252 @@ class NumbaProgram:
         fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
         return fn
 
-    def gradient(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+    def _slot_results(self, act: list[bool], o: int, wanted: tuple[int, ...],
+                      prefix: str = "_a", scale: str = "") -> list[str]:
+        """Source of each wanted slot's adjoint (``prefix``) shaped like the slot (zeros
+        where nothing reaches it), times ``scale`` when given."""
+        low = self.low
+        found = []
+        for s in wanted:
+            shape = low.shapes[s]
+            if not act[o] or not act[s]:
+                found.append("0.0" if shape == () else f"np.zeros({self._shape_literal(shape)})")
+                continue
+            value = f"{prefix}{s}{scale}"
+            if shape == ():
+                found.append(value)
+            elif low.sizes[s] != 1:
+                found.append(f"({value}).reshape({self._shape_literal(shape)})")
+            else:
+                found.append(f"np.full({self._shape_literal(shape)}, {value})")
+        return found
+
+    def gradient(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
         """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
-        output."""
-        fn = self._cache.get(("gradient", wanted))
+        output; with ``aux``, ``(value, gradients, other outputs)``."""
+        fn = self._cache.get(("gradient", wanted, aux))
         if fn is not None:
             return fn
+        o = self._differentiated(single=not aux)
         low = self.low
-        o = self.out
         if low.sizes[o] != 1:
             raise LoweringError("a gradient needs a scalar output")
         w = _Writer(low, {})
         params: list[str] = []
         self._forward_values(w, params)
         act = self.active(wanted)
-        grads = []
         if act[o]:
             self._adjoints(w, act)
-        for s in wanted:
-            shape = low.shapes[s]
-            if not act[o] or not act[s]:
-                grads.append("0.0" if shape == () else f"np.zeros({self._shape_literal(shape)})")
-            elif shape == ():
-                grads.append(f"_a{s}")
-            else:
-                grads.append(f"_a{s}.reshape({self._shape_literal(shape)})"
-                             if low.sizes[s] != 1 else
-                             f"np.full({self._shape_literal(shape)}, _a{s})")
-        w.emit(1, f"return _v{o}, ({', '.join(grads)},)")
-        fn = self._cache[("gradient", wanted)] = self._module("tape_gradient", w, params)
+        grads = self._slot_results(act, o, wanted)
+        tail = f", {self._aux()}" if aux else ""
+        w.emit(1, f"return _v{o}, ({''.join(g + ', ' for g in grads)}){tail}")
+        fn = self._cache[("gradient", wanted, aux)] = self._module("tape_gradient", w, params)
+        return fn
+
+    def jvp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``jvp(*inputs, *directions)``: ``(output, tangent)``, the output's derivative
+        along the given directions of the input slots ``wanted`` (one per slot, flat, a
+        float for a slot of size one): forward mode with one tangent."""
+        fn = self._cache.get(("jvp", wanted))
+        if fn is not None:
+            return fn
+        o = self._differentiated()
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        act = self.active(wanted)
+        self._forward_values(w, params, act)
+        seeds = [f"_s{s}" for s in wanted]
+        params += seeds
+        shape = low.shapes[o]
+        if act[o]:
+            self._tangents(w, act, wanted, 1, seeds=seeds)
+            tangent = f"_t{o}" if low.sizes[o] == 1 else f"_t{o}.copy()"
+            w.emit(2, f"_dy = {tangent}")
+            if low.sizes[o] != 1:
+                w.emit(1, f"_dy = _dy.reshape({self._shape_literal(shape)})")
+            elif shape != ():
+                w.emit(1, f"_dy = np.full({self._shape_literal(shape)}, _dy)")
+        else:
+            w.emit(1, "_dy = 0.0" if shape == () else
+                   f"_dy = np.zeros({self._shape_literal(shape)})")
+        w.emit(1, f"return {self._output(o)}, _dy")
+        fn = self._cache[("jvp", wanted)] = self._module("tape_jvp", w, params)
+        return fn
+
+    def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
+        cotangent (flat; a float for an output of size one) pulled back through the
+        program: reverse mode seeded with it."""
+        fn = self._cache.get(("vjp", wanted))
+        if fn is not None:
+            return fn
+        o = self._differentiated()
+        low = self.low
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        params.append("_c")
+        act = self.active(wanted)
+        scalar = low.sizes[o] == 1
+        if act[o]:
+            if not scalar:
+                w.emit(1, "_seed = _c.copy()")
+            self._adjoints(w, act)
+        grads = self._slot_results(act, o, wanted, scale=" * _c" if scalar else "")
+        w.emit(1, f"return {self._output(o)}, ({''.join(g + ', ' for g in grads)})")
+        fn = self._cache[("vjp", wanted)] = self._module("tape_vjp", w, params)
+        return fn
+
+    def flat_gradient(self, wanted: int) -> Callable[..., Any]:
+        """``flat_gradient(*inputs)``: the gradient of the scalar output with respect to
+        the input slot ``wanted``, flat (a float for size one), nothing else: the form
+        :mod:`dualad.njit` runs on dual numbers for Hessian-vector products."""
+        fn = self._cache.get(("flat_gradient", wanted))
+        if fn is not None:
+            return fn
+        o = self._differentiated()
+        low = self.low
+        if low.sizes[o] != 1:
+            raise LoweringError("a gradient needs a scalar output")
+        w = _Writer(low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        act = self.active((wanted,))
+        if act[o] and act[wanted]:
+            self._adjoints(w, act)
+            w.emit(1, f"return _a{wanted}")
+        else:
+            w.emit(1, "return 0.0" if low.sizes[wanted] == 1 else
+                   f"return np.zeros({low.sizes[wanted]})")
+        fn = self._cache[("flat_gradient", wanted)] = self._module("tape_flat_gradient", w,
+                                                                    params)
         return fn
 
 
+class BatchLoop:
+    """``loop(out, xs, *other_inputs)``: a compiled entry applied to each row of ``xs``,
+    its result written into ``out[row]``; ``zeroed``: ``out`` must start as zeros (the
+    loop writes only the structurally nonzero entries of a compressed dense Jacobian)."""
+
+    def __init__(self, fn: Callable[..., Any], zeroed: bool, parallel: bool) -> None:
+        self.fn, self.zeroed, self.parallel = fn, zeroed, parallel
+
+    def __call__(self, out: np.ndarray, xs: np.ndarray, *others: Any) -> Any:
+        if self.parallel:
+            import numba
+
+            return self.fn(numba.get_num_threads(), out, xs, *others)
+        return self.fn(out, xs, *others)
+
+
 def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False
-                 ) -> Callable[..., Any]:
-    """``batch(xs, *other_inputs)``: ``kernel`` (an entry made above, whose result is an
-    array or a float) applied to each row of ``xs`` (its first input, flat per row) inside
-    one compiled loop, the results stacked; ``parallel`` spreads the rows over Numba's
-    threads (``prange``)."""
+                 ) -> BatchLoop:
+    """The :class:`BatchLoop` of ``kernel`` (an entry made above, whose result is an
+    array or a float, its first input the batched one); ``parallel`` spreads the rows
+    over Numba's threads (``prange`` over one chunk of rows per thread).
+
+    The kernel's body is written into the loop (:func:`_fused_batch_source`), its
+    buffers allocated once per chunk instead of once per row; a kernel whose source does
+    not have that form is called once per row instead."""
     bound: tuple = ()
     if isinstance(kernel, functools.partial):
         bound, kernel = kernel.args, kernel.func
     py_func = kernel.py_func
-    arrays = [f"_A{i}" for i in range(len(bound))]
-    others = [f"_x{i}" for i in range(1, n_inputs)]
-    call = ", ".join(arrays + ["_xs[_b]"] + others)
-    loop = "numba.prange" if parallel else "range"
-    lines = ['"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
-             "import numpy as np", f"from {py_func.__module__} import {py_func.__name__} as _K",
-             "", "",
-             f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
-             f"def tape_batch({', '.join(arrays + ['_xs'] + others)}):",
-             "    _n = _xs.shape[0]",
-             f"    _first = np.asarray(_K({call.replace('_xs[_b]', '_xs[0]')}))",
-             "    _out = np.empty((_n,) + _first.shape)",
-             f"    for _b in {loop}(_n):",
-             f"        _out[_b] = _K({call})",
-             "    return _out"]
-    module = import_kernel_module("\n".join(lines) + "\n", subdirectory="tapes")
-    if bound:
-        return functools.partial(module.tape_batch, *bound)
-    return module.tape_batch
+    module = importlib.import_module(py_func.__module__)
+    fused = None
+    try:
+        fused = _fused_batch_source(Path(module.__file__).read_text(), py_func.__name__,
+                                    parallel)
+    except (OSError, UnicodeDecodeError, TypeError):
+        pass
+    if fused is None:
+        arrays = [f"_A{i}" for i in range(len(bound))]
+        others = [f"_x{i}" for i in range(1, n_inputs)]
+        call = ", ".join(arrays + ["_xs[_b]"] + others)
+        loop = "numba.prange" if parallel else "range"
+        source = "\n".join([
+            '"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
+            "import numpy as np",
+            f"from {py_func.__module__} import {py_func.__name__} as _K", "", "",
+            f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
+            f"def tape_batch({', '.join(arrays + ['_threads'] * parallel + ['_out', '_xs'] + others)}):",
+            f"    for _b in {loop}(_xs.shape[0]):",
+            f"        _out[_b] = _K({call})",
+            "    return _out"]) + "\n"
+        fused = (source, [], False, parallel)
+    source, constants, zeroed, parallel = fused
+    batch = import_kernel_module(source, subdirectory="tapes").tape_batch
+    values = [getattr(module, name) for name in constants]
+    if bound or values:  # the module's constant arrays as arguments: parallel code caches
+        batch = functools.partial(batch, *values, *bound)
+    return BatchLoop(batch, zeroed, parallel)
+
+
+_EMPTY = re.compile(r"^    (\w+) = np\.empty\((\d+|\(\d+, \d+\))\)$")
+_FIXED = re.compile(r"^    (\w+) = np\.zeros\((\(\d+, \d+\))\)  # written at fixed entries$")
+_SIZE_CHECK = re.compile(r"^    if _x0\.shape\[0\] != (\d+):$")
+_GLOBAL = re.compile(r"^(_G\d+) = np\.array\(")
+
+
+def _fused_batch_source(source: str, name: str, parallel: bool
+                        ) -> tuple[str, list[str], bool, bool] | None:
+    """``(module source, constant arrays passed as arguments, out zeroed?, parallel)`` of
+    a batch loop around the body of the kernel ``name`` in ``source``: the first input
+    ``_x0`` is row ``_b`` of ``_xs``, the returned value is written into ``_out[_b]``, and
+    the function-level ``np.empty`` buffers are allocated once per chunk of rows (every
+    correct body writes such a buffer before reading it, so a row may start from the last
+    row's contents). A dense result scattered at fixed entries is scattered into
+    ``_out[_b]`` directly (``out`` zeroed by the caller). A body that raises (guards) runs
+    serially. None when the source has another form."""
+    lines = source.splitlines()
+    found = [i for i, line in enumerate(lines) if line.startswith(f"def {name}(")]
+    if len(found) != 1 or not lines[found[0] - 1].startswith("@numba.njit("):
+        return None
+    at = found[0]
+    params = lines[at][len(f"def {name}("):].rstrip("):").split(", ")
+    body = lines[at + 1:]
+    if "_x0" not in params or not body or not body[-1].startswith("    return ") or \
+            any("return" in line for line in body[:-1]) or \
+            any(line and not line.startswith("    ") for line in body):
+        return None
+    result = body[-1][len("    return "):]
+    body = body[:-1]
+    checks: list[str] = []
+    if len(body) >= 2 and _SIZE_CHECK.match(body[0]):  # once, on the rows' width
+        checks = [f"    if _xs.shape[1] != {_SIZE_CHECK.match(body[0]).group(1)}:",  # type: ignore[union-attr]
+                  "        raise GuardFailed()"]
+        body = body[2:]
+    hoisted, kept, zeroed = [], [], False
+    for line in body:
+        fixed = _FIXED.match(line)
+        if fixed and result.startswith(f"{fixed.group(1)}.reshape("):
+            kept.append(f"    {fixed.group(1)} = _out[_b].reshape({fixed.group(2)})")
+            result, zeroed = "", True
+        elif _EMPTY.match(line):
+            hoisted.append(line)
+        else:
+            kept.append(line)
+    parallel = parallel and not any("raise" in line for line in kept)
+    constants = [m.group(1) for m in map(_GLOBAL.match, lines[:at]) if m] if parallel else []
+    head = lines[:at - 1]
+    new_params = constants + ["_out" if p == "_x0" else p for p in params]
+    new_params.insert(new_params.index("_out") + 1, "_xs")
+    if parallel:  # numba.get_num_threads() inside would keep the code from the disk cache
+        new_params.insert(new_params.index("_out"), "_threads")
+    inner = ["    _x0 = _xs[_b]"] + kept + ([f"    _out[_b] = {result}"] if result else [])
+    if parallel:
+        loop = ["    _n = _xs.shape[0]",
+                "    _chunks = max(1, min(_n, _threads))",
+                "    for _c in numba.prange(_chunks):"]
+        loop += ["    " + line for line in hoisted]
+        loop += ["        for _b in range(_c * _n // _chunks, (_c + 1) * _n // _chunks):"]
+        inner = ["        " + line for line in inner]
+    else:
+        loop = hoisted + ["    for _b in range(_xs.shape[0]):"]
+        inner = ["    " + line for line in inner]
+    text = "\n".join(head + [
+        f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
+        f"def tape_batch({', '.join(new_params)}):"] + checks + loop + inner +
+        ["    return _out"]) + "\n"
+    return text, constants, zeroed, parallel

@@ -392,9 +392,8 @@ class Tape:
 
     def compile(self, fallback: str = "warn") -> Any:
         """This tape compiled with Numba (see :func:`dualad.jit`): a ``CompiledTape`` with
-        ``__call__``, ``.grad`` and ``.value_and_grad`` compiled (``.jvp``, ``.vjp`` and
-        ``.hvp`` replay the tape)."""
-        from .jit import CompiledTape
+        ``__call__``, ``.grad``, ``.value_and_grad``, ``.jvp``, ``.vjp`` and ``.hvp``."""
+        from .compiled_tape import CompiledTape
 
         return CompiledTape(self, fallback)
 

@@ -219,21 +219,25 @@ def test_new_shapes_compile_again():
     assert jac.tape.recordings == 2
 
 
-def test_guards_run_the_tape_and_record_again():
+def test_guards_compile_and_record_again_when_they_fail():
     def f(x):
         if x[0] > 0:
             return np.sin(x) * 2.0
         return np.cos(x)
 
-    jac = ad.jit(ad.jacobian(f))
-    with pytest.warns(JitFallbackWarning, match="guards"):
-        J1 = jac(np.array([0.5, 1.0]))
+    jac = compiled_only(ad.jacobian(f))  # the branch compiles: no fallback
+    J1 = jac(np.array([0.5, 1.0]))
     np.testing.assert_allclose(J1, np.diag(2 * np.cos([0.5, 1.0])))
     with pytest.warns(ad.TapeRetraceWarning):
         J2 = jac(np.array([-0.5, 1.0]))
     np.testing.assert_allclose(J2, np.diag(-np.sin([-0.5, 1.0])))
-    with pytest.raises(ad.JitError, match="guards"):
-        ad.jit(ad.jacobian(f), fallback="error")(np.array([0.5, 1.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # both recordings kept: no further recording
+        for x0 in (0.3, -0.3, 0.9):
+            x = np.array([x0, 2.0])
+            np.testing.assert_allclose(jac(x), ad.jacobian(f)(x))
+    assert jac.tape.recordings == 2
+    assert all(e is not None and e.program.ops for e in jac._entries.values())
 
 
 def test_values_not_from_the_arguments_are_frozen():
@@ -288,6 +292,33 @@ def test_wrong_arguments_take_the_general_path():
         jac(x, x)
 
 
+def test_fast_calls_refuse_what_was_not_compiled():
+    def f(x, scale=2.0):
+        return np.sin(x) * scale * x[0]
+
+    jac = compiled_only(ad.jacobian(f))
+    x = np.linspace(0.1, 1.0, 4)
+    np.testing.assert_allclose(jac(x, 3.0), ad.jacobian(f)(x, 3.0), rtol=1e-14)
+    np.testing.assert_allclose(jac(x), ad.jacobian(f)(x), rtol=1e-14)  # the default
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_allclose(jac(frozen, 3.0), ad.jacobian(f)(x, 3.0), rtol=1e-14)
+    before = jac.tape.recordings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        np.testing.assert_allclose(jac(x[:3].copy(), 3.0), ad.jacobian(f)(x[:3], 3.0),
+                                   rtol=1e-14)
+    assert jac.tape.recordings == before + 1  # another size: another recording
+    np.testing.assert_allclose(jac(x, np.float64(3.0)), ad.jacobian(f)(x, 3.0), rtol=1e-14)
+    g = compiled_only(ad.grad(lambda a: np.sum(np.sin(a) * a[0])))
+    a = np.arange(6.0).reshape(2, 3) / 7
+    np.testing.assert_allclose(g(a), ad.grad(lambda a: np.sum(np.sin(a) * a[0]))(a))
+    b = a.reshape(3, 2).copy()  # the same size, another shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        np.testing.assert_allclose(g(b), ad.grad(lambda a: np.sum(np.sin(a) * a[0]))(b))
+
+
 def test_tape_compile():
     def rosen(x):
         return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
@@ -315,6 +346,47 @@ def test_batch():
     values, grads = vg.batch(xs)
     np.testing.assert_allclose(values, np.sum(xs ** 3, axis=1))
     np.testing.assert_allclose(grads, 3 * xs ** 2)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_batch_loops_fused_serial_and_parallel(parallel):
+    from dualad.tape.numba_backend import batch_kernel
+
+    xs = np.random.default_rng(1).standard_normal((7, 12)) + 2.0
+    expected = np.stack([ad.jacobian(lorenz96)(x) for x in xs])
+    dense = compiled_only(ad.jacobian(lorenz96))  # seeds compressed, scatters into zeros
+    dense(xs[0])
+    fixed = ad.jit(lambda x, c: np.sin(x) * c + x[0], fallback="error")
+    fixed(xs[0], 0.5)
+    for fn, args, want in [(dense, (), expected),
+                           (fixed, (0.5,), np.sin(xs) * 0.5 + xs[:, :1])]:
+        loop = batch_kernel(fn._fast_entry.kernel, 1 + len(args), parallel)
+        assert loop.parallel == parallel
+        out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + want.shape[1:])
+        loop(out, xs, *args)
+        np.testing.assert_allclose(out, want, rtol=1e-14, atol=1e-14)
+        np.testing.assert_allclose(fn.batch(xs, *args), want, rtol=1e-14, atol=1e-14)
+    assert batch_kernel(dense._fast_entry.kernel, 1, parallel).zeroed
+
+
+def test_batch_rows_on_both_sides_of_a_guard():
+    def f(x):
+        if x[0] > 0:
+            return np.sin(x) * x[1]
+        return np.cos(x)
+
+    jac = compiled_only(ad.jacobian(f))
+    xs = np.array([[0.5, 1.0, 2.0], [-0.5, 1.0, 2.0], [0.2, -1.0, 0.3]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        J = jac.batch(xs)
+        again = jac.batch(xs[::-1])
+    for x, j, k in zip(xs, J, again[::-1]):
+        np.testing.assert_allclose(j, ad.jacobian(f)(x), rtol=1e-14)
+        np.testing.assert_allclose(k, ad.jacobian(f)(x), rtol=1e-14)
+    scalar = compiled_only(ad.grad(lambda t: np.sin(t) * t))
+    ts = np.linspace(-1.0, 1.0, 5)
+    np.testing.assert_allclose(scalar.batch(ts), np.cos(ts) * ts + np.sin(ts), rtol=1e-14)
 
 
 # -- the disk cache --------------------------------------------------------------------------

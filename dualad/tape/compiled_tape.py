@@ -1,0 +1,232 @@
+"""``tape.compile()``: a :class:`~dualad.tape.Tape` whose value and derivatives run as
+compiled code.
+
+``__call__``, ``.grad`` and ``.value_and_grad`` are :func:`~dualad.tape.jit.jit` of the
+tape's function (sharing its recordings); ``.jvp`` runs the forward kernel seeded with the
+given tangents, ``.vjp`` the reverse kernel seeded with the cotangent, and ``.hvp`` the
+compiled reverse kernel on dual numbers (:mod:`dualad.njit`: forward over reverse, exact).
+Arguments that are trees or not floats, and recordings that do not compile, run the
+tape's own replay with one :class:`~dualad.tape.jit.JitFallbackWarning` per method (or
+:class:`~dualad.tape.jit.JitError` with ``fallback="error"``).
+
+Example:
+    >>> import numpy as np, dualad as ad
+    >>> tape = ad.record(lambda x: np.sum(np.sin(x) * x), np.zeros(2))
+    >>> compiled = tape.compile()
+    >>> out, tangent = compiled.jvp((np.array([1.0, 2.0]),), (np.array([1.0, 0.0]),))
+    >>> round(float(tangent), 4)
+    1.3818
+    >>> compiled.hvp((np.array([1.0, 2.0]),), np.array([1.0, 0.0])).round(4)
+    array([0.2391, 0.    ])
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.arguments import normalize_argnums
+from ..core.errors import ShapeError
+from ..core.tracing import recording_paused
+from .jit import JitError, JitFallbackWarning, Jitted, _first_call, _kernel_input
+from .lowering import LoweringError, lower
+from .numba_backend import NumbaProgram
+from .program import GuardFailed
+from .tape import Tape, check_input_guards
+
+__all__ = ["CompiledTape"]
+
+
+class _Miss:
+    pass
+
+
+_MISS = _Miss()
+
+
+class CompiledTape:
+    """A :class:`~dualad.tape.Tape` compiled: ``__call__``, ``.grad``,
+    ``.value_and_grad`` (per ``argnums``), ``.jvp``, ``.vjp`` and ``.hvp``."""
+
+    def __init__(self, tape: Tape, fallback: str = "warn") -> None:
+        self.tape = tape
+        self.fallback = fallback
+        self._value = Jitted(tape.f, fallback, tape=tape)
+        self._grads: dict[Any, Jitted] = {}
+        self._codes: dict[int, NumbaProgram | None] = {}
+        self._kernels: dict[Any, Callable[..., Any] | None] = {}
+        self._told: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"<compiled {self.tape!r}>"
+
+    def __call__(self, *args: Any) -> Any:
+        return self._value(*args)
+
+    def _jitted(self, kind: str, argnums: Any) -> Jitted:
+        key = (kind, argnums)
+        found = self._grads.get(key)
+        if found is None:
+            from ..reverse_mode.transforms import grad, value_and_grad
+
+            transform = grad if kind == "grad" else value_and_grad
+            found = self._grads[key] = Jitted(transform(self.tape.f, argnums), self.fallback,
+                                              tape=self.tape)
+        return found
+
+    def grad(self, *args: Any, argnums: Any = 0) -> Any:
+        """The gradient of the scalar output (compiled reverse mode), as ``Tape.grad``."""
+        return self._jitted("grad", argnums)(*args)
+
+    def value_and_grad(self, *args: Any, argnums: Any = 0) -> Any:
+        """``(value, gradient)`` (compiled reverse mode), as ``Tape.value_and_grad``."""
+        return self._jitted("value_and_grad", argnums)(*args)
+
+    # the compiled code of the recording that matches some arguments ------------------------
+    def _not_compiled(self, method: str, why: str) -> None:
+        if method in self._told and self.fallback != "error":
+            return
+        self._told.add(method)
+        message = (f"Tape({self.tape.__name__}).compile().{method}: cannot compile {why}; "
+                   f"it runs as the tape's Python replay instead.")
+        if self.fallback == "error":
+            raise JitError(message + " Pass fallback='warn' to accept that.")
+        warnings.warn(message + " (reported once per method)", JitFallbackWarning,
+                      stacklevel=3)
+
+    def _run(self, args: tuple, method: str,
+             run: Callable[[NumbaProgram, list[Any]], Any]) -> Any:
+        """``run(code, kernel inputs)`` on the lowered recording that matches ``args``
+        (the first whose guards hold; else the tape records again); ``_MISS`` where the
+        tape's replay must answer (traced arguments, trees, code that does not compile)."""
+        if recording_paused():
+            return _MISS
+        tape = self.tape
+        key, leaves, inputs, ranges, traced, specs = tape._split(args)
+        if traced:  # an outer transform traces through: the tape's dispatching replay
+            return _MISS
+        if len(inputs) != len(args) or any(sp is not None for sp in specs):
+            self._not_compiled(method, "arguments that are trees or not float arrays")
+            return _MISS
+        arrays = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
+        values = [_kernel_input(a) for a in arrays]
+        tried: list[Any] = []
+        candidates = tape._programs_for(args, key, inputs, ranges)
+        while True:
+            for program in candidates:
+                code = self._codes.get(id(program), _MISS)
+                try:
+                    if code is _MISS:
+                        check_input_guards(program, arrays)
+                        try:
+                            code = NumbaProgram(lower(program, arrays))
+                        except LoweringError as exc:
+                            self._not_compiled(method, str(exc))
+                            code = None
+                        self._codes[id(program)] = code
+                    if code is None:
+                        return _MISS
+                    return run(code, values)
+                except GuardFailed:
+                    continue
+                except LoweringError as exc:
+                    self._not_compiled(method, str(exc))
+                    return _MISS
+            tried.extend(candidates)
+            candidates = tape._rerecord(args, key, inputs, tried)
+
+    def _kernel(self, code: NumbaProgram, name: str, *options: Any,
+                values: list[Any], extra: Sequence[Any] = ()) -> Callable[..., Any]:
+        key = (id(code), name, options)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._kernels[key] = getattr(code, name)(*options)
+            try:
+                _first_call(kernel, list(values) + list(extra))
+            except GuardFailed:  # compiled; the caller tries the next recording
+                pass
+        return kernel
+
+    # transforms -------------------------------------------------------------------------
+    def jvp(self, args: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+        """``(f(*args), J @ tangents)``: the forward kernel seeded with ``tangents``."""
+        args, tangents = tuple(args), tuple(tangents)
+        name = f"Tape({self.tape.__name__}).compile().jvp"
+        if len(args) != len(tangents):
+            raise ValueError(f"{name}: {len(args)} argument(s) but {len(tangents)} "
+                             f"tangent(s); pass one tangent per argument.")
+        for k, (a, t) in enumerate(zip(args, tangents)):
+            if np.shape(t) != np.shape(a):
+                raise ShapeError(f"{name}: tangent {k} has shape {np.shape(t)} but its "
+                                 f"argument has shape {np.shape(a)}; tangents are shaped "
+                                 f"like the arguments.")
+
+        def run(code: NumbaProgram, values: list[Any]) -> Any:
+            seeds = [_kernel_input(t) for t in tangents]
+            kernel = self._kernel(code, "jvp", tuple(range(len(values))), values=values,
+                                  extra=seeds)
+            return kernel(*values, *seeds)
+
+        found = self._run(args, "jvp", run)
+        return self.tape.jvp(args, tangents) if found is _MISS else found
+
+    def vjp(self, *args: Any) -> tuple[Any, Callable[[Any], tuple]]:
+        """``(f(*args), pullback)``: ``pullback(cotangent)`` runs the reverse kernel seeded
+        with the cotangent and gives one gradient per argument."""
+        name = f"Tape({self.tape.__name__}).compile().vjp"
+
+        def run(code: NumbaProgram, values: list[Any]) -> Any:
+            shape = code.low.shapes[code._differentiated()]
+            out = self._kernel(code, "value", values=values)(*values)
+
+            def pullback(cotangent: Any) -> tuple:
+                c = np.asarray(cotangent, dtype=np.float64)
+                if c.shape != shape:
+                    raise ShapeError(f"{name}: the cotangent has shape {c.shape} but the "
+                                     f"output has shape {shape}; pass one shaped like the "
+                                     f"output.")
+                seed = _kernel_input(c)
+                kernel = self._kernel(code, "vjp", tuple(range(len(values))), values=values,
+                                      extra=(seed,))
+                return tuple(kernel(*values, seed)[1])
+
+            return out, pullback
+
+        found = self._run(args, "vjp", run)
+        return self.tape.vjp(*args) if found is _MISS else found
+
+    def hvp(self, args: Sequence[Any], v: Any, argnums: Any = 0) -> Any:
+        """The Hessian of the scalar output at ``args`` (w.r.t. ``argnums``) applied to
+        ``v``: the compiled reverse kernel run on dual numbers (forward over reverse)."""
+        args = tuple(args)
+        name = f"Tape({self.tape.__name__}).compile().hvp"
+        nums, single = normalize_argnums(argnums, len(args), name)
+        if not single:
+            self._not_compiled("hvp", "a tuple of argnums")
+            return self.tape.hvp(args, v, argnums)
+        (i,) = nums
+        if np.shape(v) != np.shape(args[i]):
+            raise ShapeError(f"{name}: v has shape {np.shape(v)} but argument {i} has shape "
+                             f"{np.shape(args[i])}; pass v shaped like the argument.")
+        from ..njit import jvp as njit_jvp
+        from ..njit.drivers import NjitError
+
+        def run(code: NumbaProgram, values: list[Any]) -> Any:
+            kernel = self._kernel(code, "flat_gradient", i, values=values)
+            if not hasattr(kernel, "py_func"):  # constants bound as arguments
+                raise LoweringError("a program with large constant arrays")
+            if code.guarded:
+                kernel(*values)  # GuardFailed here: the next recording
+            tangents = [np.zeros(np.size(a)) if np.ndim(a) else 0.0 for a in values]
+            tangents[i] = _kernel_input(v)
+            try:
+                _, hv = njit_jvp(kernel, tuple(values), tuple(tangents))
+            except NjitError as exc:
+                raise LoweringError(str(exc).split("\n")[0]) from None
+            return np.reshape(hv, np.shape(args[i]))
+
+        found = self._run(args, "hvp", run)
+        return self.tape.hvp(args, v, argnums) if found is _MISS else found

@@ -1,0 +1,269 @@
+"""ad.jit of every transform: has_aux, tuple argnums, several outputs, the JAX-style jvp /
+vjp / hvp functions, tape.compile()'s jvp / vjp / hvp, and guards compiled as checks.
+Every result is compared with eager mode and with central differences."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import dualad as ad
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.tape.jit import JitFallbackWarning
+
+
+@pytest.fixture(autouse=True, scope="module")
+def kernel_cache(tmp_path_factory):
+    """Generated modules and Numba's caches in a directory of this module's own."""
+    path = tmp_path_factory.mktemp("kernels")
+    old = os.environ.get("DUALAD_KERNEL_CACHE")
+    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["DUALAD_KERNEL_CACHE"]
+    else:
+        os.environ["DUALAD_KERNEL_CACHE"] = old
+
+
+def compiled_only(fn):
+    """``ad.jit(fn, fallback="error")``: the test fails if anything runs in Python."""
+    return ad.jit(fn, fallback="error")
+
+
+def assert_tree_close(got, want, **tolerances):
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys()
+        for k in want:
+            assert_tree_close(got[k], want[k], **tolerances)
+    elif isinstance(want, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(want)
+        for a, b in zip(got, want):
+            assert_tree_close(a, b, **tolerances)
+    else:
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, **tolerances)
+
+
+def stats(x, y):  # a scalar loss and an auxiliary tree (computed and constant leaves)
+    loss = np.sum(np.sin(x) * y) + np.sum(np.tanh(x * x) * np.roll(y, 1))
+    return loss, {"scaled": x * 2.0, "peak": np.max(y), "tag": 3.0}
+
+
+X = np.array([0.3, -0.8, 1.1])
+Y = np.array([0.5, 2.0, -1.5])
+
+
+# -- has_aux, tuple argnums, several outputs --------------------------------------------------
+
+@pytest.mark.parametrize("transform", [
+    lambda f: ad.grad(f, has_aux=True),
+    lambda f: ad.value_and_grad(f, has_aux=True),
+    lambda f: ad.grad(f, argnums=(0, 1), has_aux=True),
+])
+def test_gradients_with_aux(transform):
+    fast = compiled_only(transform(stats))
+    for scale in (1.0, -0.7):
+        x, y = X * scale, Y + scale
+        assert_tree_close(fast(x, y), transform(stats)(x, y), rtol=1e-13, atol=1e-14)
+    g, aux = compiled_only(ad.grad(stats, has_aux=True))(X, Y)
+    fd = numerical_jacobian(lambda x: stats(x, Y)[0], (X,), 0)
+    np.testing.assert_allclose(g, fd.reshape(X.shape), atol=1e-6)
+    assert aux["tag"] == 3.0
+
+
+def test_jacobian_with_aux():
+    def f(x):
+        return np.sin(x) * x[0], {"norm": np.sum(x * x), "x": x}
+
+    fast = compiled_only(ad.jacobian(f, has_aux=True))
+    J, aux = fast(X)
+    J_eager, aux_eager = ad.jacobian(f, has_aux=True)(X)
+    np.testing.assert_allclose(J, J_eager, rtol=1e-14, atol=1e-15)
+    assert_tree_close(aux, aux_eager, rtol=1e-14)
+    np.testing.assert_allclose(J, numerical_jacobian(lambda x: f(x)[0], (X,), 0), atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_jacobian_tuple_argnums(mode):
+    def f(x, a, y):  # a 2-D argument, a 0-d one and an undifferentiated middle one
+        return np.sum(np.tanh(x[:, None] * a), axis=0) * y + np.exp(-y) * np.sum(a)
+
+    x, a, y = np.array([0.3, -0.2]), np.arange(6.0).reshape(2, 3) / 5, np.array(0.7)
+    fast = compiled_only(ad.jacobian(f, argnums=(1, 0, 2), mode=mode))
+    got = fast(x, a, y)
+    want = ad.jacobian(f, argnums=(1, 0, 2), mode=mode)(x, a, y)
+    assert [g.shape for g in got] == [(3, 2, 3), (3, 2), (3,)]
+    assert_tree_close(got, want, rtol=1e-13, atol=1e-15)
+    for k, argnum in enumerate((1, 0, 2)):
+        fd = numerical_jacobian(f, (x, a, y), argnum)
+        np.testing.assert_allclose(got[k], fd.reshape(got[k].shape), atol=1e-6)
+
+
+def test_several_outputs_compile():
+    def f(x, y):
+        return np.sin(x) * y, 2.5, {"sum": np.sum(x), "prod": x * y}
+
+    fast = compiled_only(f)
+    assert_tree_close(fast(X, Y), f(X, Y), rtol=1e-14)
+    assert_tree_close(fast(Y, X), f(Y, X), rtol=1e-14)
+
+
+# -- jvp, vjp and hvp as JAX writes them under jit ---------------------------------------------
+
+def model(x):
+    return np.sin(x) * np.roll(x, 1) + np.exp(x) / (1.0 + x * x)
+
+
+def scalar_model(x):
+    return np.sum(np.sin(x) * np.tanh(x)) + np.sum(np.roll(x, 1) * x * x)
+
+
+def test_jax_style_jvp_vjp_and_hvp():
+    v = np.array([1.0, -0.5, 2.0])
+    jvp = compiled_only(lambda x, v: ad.jvp(model, (x,), (v,)))
+    vjp = compiled_only(lambda x, c: ad.vjp(model, x)[1](c))
+    hvp = compiled_only(lambda x, v: ad.hvp(scalar_model, x, v))
+    for x in (X, -0.5 * X):
+        J = numerical_jacobian(model, (x,), 0)
+        out, tangent = jvp(x, v)
+        np.testing.assert_allclose(out, model(x), rtol=1e-14)
+        np.testing.assert_allclose(tangent, ad.jvp(model, (x,), (v,))[1], rtol=1e-13)
+        np.testing.assert_allclose(tangent, J @ v, atol=1e-6)
+        (cot,) = vjp(x, v)
+        np.testing.assert_allclose(cot, ad.vjp(model, x)[1](v)[0], rtol=1e-13)
+        np.testing.assert_allclose(cot, J.T @ v, atol=1e-6)
+        H = numerical_jacobian(ad.grad(scalar_model), (x,), 0)
+        np.testing.assert_allclose(hvp(x, v), ad.hvp(scalar_model, x, v), rtol=1e-12)
+        np.testing.assert_allclose(hvp(x, v), H @ v, atol=1e-5)
+
+
+# -- tape.compile(): jvp, vjp, hvp -------------------------------------------------------------
+
+def two_args(x, w):  # 1-d and 2-d arguments, broadcasting, reductions on an axis
+    return np.tanh(np.sum(w * x, axis=1)) * np.sum(w * w, axis=0)[:2] + (np.sin(x) * x[0])[1:]
+
+
+W = np.array([[0.5, -1.0, 0.2], [1.5, 0.3, -0.4]])
+XW = np.array([0.4, -0.9, 0.6])
+
+
+def test_compiled_tape_jvp_and_vjp():
+    compiled = ad.record(two_args, XW, W).compile(fallback="error")
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        x, w = XW + 0.1 * rng.standard_normal(3), W + 0.1 * rng.standard_normal(W.shape)
+        tx, tw = rng.standard_normal(3), rng.standard_normal(W.shape)
+        out, tangent = compiled.jvp((x, w), (tx, tw))
+        eager = ad.jvp(two_args, (x, w), (tx, tw))
+        np.testing.assert_allclose(out, eager[0], rtol=1e-14)
+        np.testing.assert_allclose(tangent, eager[1], rtol=1e-13, atol=1e-15)
+        Jx = numerical_jacobian(two_args, (x, w), 0)
+        Jw = numerical_jacobian(two_args, (x, w), 1).reshape(2, -1)
+        np.testing.assert_allclose(tangent, Jx @ tx + Jw @ tw.ravel(), atol=1e-6)
+        c = rng.standard_normal(2)
+        out, pullback = compiled.vjp(x, w)
+        gx, gw = pullback(c)
+        ex, ew = ad.vjp(two_args, x, w)[1](c)
+        np.testing.assert_allclose(gx, ex, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(gw, ew, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(gw.ravel(), Jw.T @ c, atol=1e-6)
+    with pytest.raises(ad.ShapeError, match="tangent 1"):
+        compiled.jvp((XW, W), (XW, XW))
+    with pytest.raises(ad.ShapeError, match="cotangent"):
+        compiled.vjp(XW, W)[1](np.ones(3))
+
+
+def test_compiled_tape_scalar_vjp_and_hvp():
+    compiled = ad.record(scalar_model, X).compile(fallback="error")
+    v = np.array([0.5, 1.0, -1.0])
+    for x in (X, X[::-1].copy()):
+        value, pullback = compiled.vjp(x)
+        np.testing.assert_allclose(value, scalar_model(x), rtol=1e-14)
+        np.testing.assert_allclose(pullback(2.0)[0], 2.0 * ad.grad(scalar_model)(x),
+                                   rtol=1e-13)
+        hv = compiled.hvp((x,), v)
+        np.testing.assert_allclose(hv, ad.hvp(scalar_model, x, v), rtol=1e-12)
+        H = numerical_jacobian(ad.grad(scalar_model), (x,), 0)
+        np.testing.assert_allclose(hv, H @ v, atol=1e-5)
+    # 0-d input
+    zero_d = ad.record(lambda t: np.sin(t) * t ** 3, 0.5).compile(fallback="error")
+    t = 0.8
+    exact = -np.sin(t) * t ** 3 + 6 * np.cos(t) * t ** 2 + 6 * np.sin(t) * t
+    np.testing.assert_allclose(zero_d.hvp((t,), 1.5), 1.5 * exact, rtol=1e-12)
+
+
+def test_compiled_tape_falls_back_once_per_method():
+    compiled = ad.record(lambda x, y: np.sum(x * y), X, Y).compile()
+    with pytest.warns(JitFallbackWarning, match="tuple of argnums"):
+        first = compiled.hvp((X, Y), (Y, X), argnums=(0, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = compiled.hvp((X, Y), (Y, X), argnums=(0, 1))
+    assert_tree_close(first, (X, Y), rtol=1e-14)
+    assert_tree_close(second, (X, Y), rtol=1e-14)
+    strict = ad.record(lambda x, y: np.sum(x * y), X, Y).compile(fallback="error")
+    with pytest.raises(ad.JitError, match="tuple of argnums"):
+        strict.hvp((X, Y), (Y, X), argnums=(0, 1))
+
+
+# -- guards compiled as checks -----------------------------------------------------------------
+
+def halve_until_small(x):
+    y = x
+    while np.sum(y) > 1.0:  # a loop count that depends on the values
+        y = y * 0.5
+    return np.sum(y * y * np.roll(y, 1))
+
+
+def test_loop_guards_fail_over_to_new_recordings():
+    g = compiled_only(ad.grad(halve_until_small))
+    base = np.array([0.5, 0.25, 0.1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        for scale in (1.0, 3.0, 1.0, 0.5, 3.0, 7.0):
+            x = base * scale
+            np.testing.assert_allclose(g(x), ad.grad(halve_until_small)(x), rtol=1e-13)
+            fd = numerical_jacobian(halve_until_small, (x,), 0)
+            np.testing.assert_allclose(g(x), fd.reshape(3), atol=1e-6)
+    assert g.tape.recordings == 3  # one per loop count (0, 1, 2 and 3 halvings: 1.0 ~ 0.5)
+    assert all(e is not None and e.guarded for e in g._entries.values())
+
+
+def test_guards_on_inputs_and_on_values_read():
+    def f(x, t):
+        if t:  # a guard on an input
+            x = x * t
+        if np.tanh(x[0]) > 0.1:  # a guard on a comparison of a computed value
+            return np.sin(x)
+        return np.cos(x) * x
+
+    jac = compiled_only(ad.jacobian(f))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        for x0, t in [(0.5, 2.0), (0.5, 0.0), (-0.5, 2.0), (0.5, 2.0), (-0.5, 0.0)]:
+            x = np.array([x0, 1.0])
+            np.testing.assert_allclose(jac(x, t), ad.jacobian(f)(x, t), rtol=1e-14)
+            np.testing.assert_allclose(jac(x, t), numerical_jacobian(f, (x, t), 0),
+                                       atol=1e-6)
+    assert jac.tape.recordings == 4
+
+
+def test_compiled_tape_guards_and_strict_shapes():
+    def f(x):
+        return np.sum(x ** 3) if np.sum(x) > 0 else np.sum(np.sin(x))
+
+    tape = ad.record(f, X, strict=True)
+    compiled = tape.compile(fallback="error")
+    v = np.ones(3)
+    for x in (X, -X, X):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+            np.testing.assert_allclose(compiled.jvp((x,), (v,))[1], ad.jvp(f, (x,), (v,))[1],
+                                       rtol=1e-13)
+            np.testing.assert_allclose(compiled.grad(x), ad.grad(f)(x), rtol=1e-13)
+    assert tape.recordings == 2
+    with pytest.raises(ad.ShapeError, match="strict"):
+        compiled.grad(np.ones(4))
