@@ -212,7 +212,7 @@ def register_rule_forward(rule: Any) -> None:
         register_fast_ufunc(rule.function, impl)
         if not undefined and "refuse" not in kinds:
             nin = len(rule.arg_names)
-            row = None
+            row: Callable[..., Any] | None = None
             if rule.function.nin == nin == 1:
                 row = row_unary(rule)
             elif rule.function.nin == nin == 2:
