@@ -511,10 +511,6 @@ def _alias_of_computed_then_in_place(x):
     return alias * x
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: in reverse mode an in-place operator on a computed value that was not "
-    "allocated writable (np.copy / np.zeros_like) rebinds the name; views and other names "
-    "taken before keep the old values, where numpy updates them"))
 @pytest.mark.parametrize("f", [_view_of_computed_then_in_place,
                                _alias_of_computed_then_in_place])
 def test_in_place_operator_on_a_computed_value_with_aliases(f):
