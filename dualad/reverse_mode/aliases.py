@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 import sys
 import weakref
 from typing import Any
@@ -55,56 +56,79 @@ from .graph import (
 
 __all__ = ["in_place", "writable"]
 
-# id(base) -> (weak reference to the base, {id(view): (weak reference to it, remake)}):
-# remake(writable base) makes the same view of the writable node that replaces the base.
-_VIEWS: dict[int, tuple[Any, dict[int, tuple[Any, Any]]]] = {}
-# id(view) -> weak reference to the computed value it is a view of
-_BASE_OF: dict[int, Any] = {}
+# id(base) -> (weak reference to the base, [(weak reference to a view, key, call)]): the
+# view is base[key] (call None) or func(*args, **kwargs) with the base at args[position]
+# (call = (func, args without the base, position, kwargs)).
+_VIEWS: dict[int, tuple[Any, list[tuple[Any, Any, Any]]]] = {}
 
 
-def _note(base: CachedNode, view: CachedNode, remake: Any) -> None:
-    bid, vid = id(base), id(view)
+def _note(base: CachedNode, view: CachedNode, key: Any, call: Any) -> None:
+    bid = id(base)
     entry = _VIEWS.get(bid)
     if entry is None:
-        # (callbacks keep what they use: they may run while the interpreter exits)
+        # (the callback keeps what it uses: it may run while the interpreter exits)
         entry = _VIEWS[bid] = (weakref.ref(base, lambda _, pop=_VIEWS.pop: pop(bid, None)),
-                               {})
+                               [])
     views = entry[1]
-
-    def forget(_: Any, vid: int = vid, pop: Any = _BASE_OF.pop) -> None:
-        views.pop(vid, None)
-        pop(vid, None)
-
-    views[vid] = (weakref.ref(view, forget), remake)
-    _BASE_OF[vid] = entry[0]
+    views.append((weakref.ref(view), key, call))
+    n = len(views)
+    if n >= 64 and n & (n - 1) == 0:  # at each doubling, forget views no longer alive
+        views[:] = [v for v in views if v[0]() is not None]
 
 
 def _shares(view: Any, base: Any) -> bool:
+    """Whether the computed value ``view`` shares the memory of the computed value
+    ``base`` (both plain nodes of one level)."""
     if type(base) is not CachedNode or base.level != view.level:
         return False
-    array = value(base.output)  # (in forward-over-reverse the outputs are Duals)
-    return type(array) is np.ndarray and np.may_share_memory(value(view.output), array)
+    array, part = base.output, view.output
+    if type(array) is np.ndarray and type(part) is np.ndarray:
+        owner = part.base  # numpy's views refer to the array that owns the memory
+        return owner is not None and (owner is array or owner is array.base)
+    array = value(array)  # in forward-over-reverse the outputs are Duals
+    return type(array) is np.ndarray and np.may_share_memory(value(part), array)
 
 
 def note_item_view(base: Any, view: CachedNode, key: Any) -> None:
     """``view = base[key]`` shares ``base``'s memory: note it (called by indexing)."""
     if _shares(view, base):
-        _note(base, view, lambda target: target[key])
+        _note(base, view, key, None)
 
 
 def note_function_view(func: Any, view: CachedNode, args: tuple, kwargs: dict) -> None:
     """``view = func(*args, **kwargs)`` (``np.reshape``, ``np.transpose``, ...) shares the
     memory of a computed argument: note it on that argument."""
     for i, a in enumerate(args):
-        if _shares(view, a):
-            call = list(args)
-            call[i] = None  # the note must not keep the base alive
-
-            def remake(target: Any, i: int = i, call: list = call) -> Any:
-                return func(*call[:i], target, *call[i + 1:], **kwargs)
-
-            _note(a, view, remake)
+        if _shares(view, a):  # the note must not keep the base alive: args without it
+            _note(a, view, None, (func, args[:i] + (None,) + args[i + 1:], i, kwargs))
             return
+
+
+def _remake(target: MutableNode, key: Any, call: Any) -> Any:
+    """The noted view of a base, made again from the writable node ``target``."""
+    if call is None:
+        return target[key]
+    func, args, i, kwargs = call
+    return func(*args[:i], target, *args[i + 1:], **kwargs)
+
+
+def _base_of(node: CachedNode) -> CachedNode | None:
+    """The computed value ``node`` was noted as a view of, if any."""
+    out = value(node.output)
+    if type(out) is np.ndarray and out.base is None:
+        return None
+    for a in node.args:
+        if type(a) is CachedNode:
+            entry = _VIEWS.get(id(a))
+            if entry is not None and any(ref() is node for ref, _, _ in entry[1]):
+                return a
+    return None
+
+
+# The in-place operators' ufuncs and Python's binary operators (numpy's operators on arrays)
+_OPERATORS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+              np.true_divide: operator.truediv, np.floor_divide: operator.floordiv,
+              np.remainder: operator.mod, np.power: operator.pow, np.matmul: operator.matmul}
 
 
 def _sharing(node: Any) -> tuple[int, int]:
@@ -141,10 +165,9 @@ def in_place(node: Any, ufunc: np.ufunc, other: Any) -> Any:
     if t is CachedNode:
         if type(value(node.output)) is not np.ndarray:  # numpy's scalars are immutable
             return _result_like(node, ufunc, other)
-        if id(node) not in _BASE_OF:
-            opcode, count = _sharing(node)
-            if opcode == _UNSHARED[0] and count <= _UNSHARED[1]:
-                return _result_like(node, ufunc, other)  # no other name or view: rebind
+        opcode, count = _sharing(node)
+        if opcode == _UNSHARED[0] and count <= _UNSHARED[1] and _base_of(node) is None:
+            return _result_like(node, ufunc, other)  # no other name or view: rebind
         node = writable(node)
     elif t is AliasedNode:
         node = node.target
@@ -164,7 +187,12 @@ def set_item(node: Any, key: Any, item: Any) -> None:
 def _result_like(node: Any, ufunc: np.ufunc, other: Any) -> Any:
     """``ufunc(node, other)`` with numpy's in-place rules: the shape of ``node`` and cast
     to its dtype (``same_kind``)."""
-    result = ufunc(node, other)
+    result = _OPERATORS[ufunc](node, other)
+    if type(result) is CachedNode:
+        a, r = node.output, result.output
+        if type(a) is np.ndarray and type(r) is np.ndarray and a.shape == r.shape \
+                and a.dtype == r.dtype:
+            return result
     shape = node.shape
     if shape_of(result) != shape:
         raise ValueError(
@@ -190,9 +218,8 @@ def writable(node: CachedNode) -> MutableNode:
     nodes of writable nodes, views of one another as numpy's arrays are."""
     root = node
     while True:
-        ref = _BASE_OF.get(id(root))
-        base = ref() if ref is not None else None
-        if base is None or type(base) is not CachedNode:
+        base = _base_of(root)
+        if base is None:
             break
         root = base
     target = MutableNode.from_state(_copy(root))
@@ -204,11 +231,11 @@ def writable(node: CachedNode) -> MutableNode:
         entry = _VIEWS.pop(id(base), None)
         if entry is None:
             continue
-        for ref, remake in list(entry[1].values()):
+        for ref, key, call in entry[1]:
             view = ref()
             if view is None or type(view) is not CachedNode:
                 continue
-            view_target = remake(base_target)
+            view_target = _remake(base_target, key, call)
             if type(view_target) is not MutableNode:
                 raise TypeError(
                     f"dualad: an in-place write into an array (shape {base.shape}) that a "
@@ -232,7 +259,6 @@ def _copy(node: CachedNode) -> CachedNode:
 
 def _become(node: CachedNode, target: MutableNode) -> None:
     nid = id(node)
-    _BASE_OF.pop(nid, None)
     node.__class__ = AliasedNode
     _ALIAS_TARGETS[nid] = (weakref.ref(node, lambda _, pop=_ALIAS_TARGETS.pop: pop(nid, None)),
                            target)
