@@ -153,6 +153,14 @@ class NumpyOverloads:
     # numpy protocols -------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if kwargs:
+            out = kwargs.get("out")
+            if method == "__call__" and type(out) is tuple and len(out) == 1 \
+                    and isinstance(out[0], NumpyOverloads):
+                # np.add(y, z, out=y): computed, then written into the traced array y
+                # (its own write: in place for Duals, numpy's aliasing for graph nodes)
+                del kwargs["out"]
+                out[0][...] = ufunc(*inputs, **kwargs)
+                return out[0]
             _refuse_out(ufunc.__name__, kwargs)
             kwargs.pop("out", None)
         if method == "__call__":

@@ -209,7 +209,29 @@ def scalar_in_place_rebinds(x):
     return np.stack([s, t])
 
 
-ALIAS_PROGRAMS = [view_of_view, reshape_view, ravel_and_transpose, write_through_view,
+def ufunc_out_into_computed(x):
+    y = x * 1.0
+    v = y[1:]
+    z = np.add(y, x * x, out=y)
+    return np.concatenate([v, z, y])
+
+
+def ufunc_out_into_buffer_with_alias(x):
+    y = np.zeros_like(x)
+    a = y
+    np.multiply(x, x[::-1], out=y)
+    np.sin(y, out=y)
+    return a * x
+
+
+def ufunc_out_into_view(x):
+    y = np.exp(x)
+    np.multiply(y[:2], x[2:], out=y[:2])  # a fresh view: the write reaches y
+    return y
+
+
+ALIAS_PROGRAMS = [ufunc_out_into_computed, ufunc_out_into_buffer_with_alias,
+                  ufunc_out_into_view, view_of_view, reshape_view, ravel_and_transpose, write_through_view,
                   write_through_view_of_view, views_then_item_write, item_write_into_computed,
                   several_writes_with_reads_between, consumer_before_and_after,
                   in_place_on_a_list_item, alias_in_a_loop, matrix_row_view,
