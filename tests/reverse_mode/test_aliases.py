@@ -45,8 +45,10 @@ def check(f, points=POINTS, tape=True):
                                        rtol=1e-6)
             _, t = recorded.jvp((x,), (V,))
             np.testing.assert_allclose(t, ad.jvp(total, (x,), (V,))[1], rtol=1e-10)
-            np.testing.assert_allclose(recorded.hvp((x,), V), ad.hvp(total, x, V),
-                                       rtol=1e-8, atol=1e-10)
+            hvp = ad.hvp(total, x, V)
+            np.testing.assert_allclose(recorded.hvp((x,), V), hvp, rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(hvp, numerical_jacobian(ad.grad(total), (x,), 0) @ V,
+                                       rtol=1e-5, atol=1e-5)
 
 
 # -- the two programs that were silently wrong ---------------------------------------------
