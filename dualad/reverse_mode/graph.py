@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -395,9 +396,8 @@ class MutableNode(CachedNode):
     @classmethod
     def from_state(cls, state: CachedNode) -> MutableNode:
         """A writable node whose current contents are ``state``."""
-        global _MUTABLE_MADE
-        _MUTABLE_MADE = True
         self = cls.recorded(state.op, state.args, state.kwargs, state.output, state.level)
+        _handle_made(self)
         self._state = state
         self._views = None
         self._base = None
@@ -567,7 +567,27 @@ def _function_view(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
     return out
 
 
+#: Whether writable nodes are alive: calls then record their states (no fast path). It
+#: falls back to False when the last one is gone, so code that writes nothing into
+#: arrays runs the fast path again.
 _MUTABLE_MADE = False
+_HANDLES: set[Any] = set()  # weak references to the live writable nodes
+_HANDLES_LOCK = threading.RLock()  # (a reference may die inside a locked section)
+
+
+def _handle_made(node: MutableNode) -> None:
+    global _MUTABLE_MADE
+    with _HANDLES_LOCK:
+        _HANDLES.add(weakref.ref(node, _handle_gone))
+        _MUTABLE_MADE = True
+
+
+def _handle_gone(ref: Any, handles: set = _HANDLES, lock: Any = _HANDLES_LOCK) -> None:
+    global _MUTABLE_MADE
+    with lock:
+        handles.discard(ref)
+        if not handles:
+            _MUTABLE_MADE = False
 # Handles whose recorded contents are their current state (``_state``).
 _STATEFUL = frozenset((MutableNode, AliasedNode))
 

@@ -407,3 +407,20 @@ def test_many_views_of_one_value_are_forgotten_as_they_die():
 
     check(f, tape=False)
     assert sizes and max(sizes) < 200
+
+
+def test_the_fast_path_returns_when_no_writable_node_is_left():
+    import gc
+
+    from dualad.reverse_mode import graph
+
+    def f(x):
+        y = np.copy(x)
+        a = y
+        y += x * x
+        assert graph._MUTABLE_MADE
+        return np.sum(a)
+
+    np.testing.assert_allclose(ad.grad(f)(X), 1.0 + 2.0 * X)
+    gc.collect()
+    assert not graph._MUTABLE_MADE
