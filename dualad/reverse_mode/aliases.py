@@ -46,7 +46,6 @@ import numpy as np
 from ..core.arguments import value
 from ..core.array_protocol import shape_of
 from .graph import (
-    _ALIAS_TARGETS,
     AliasedNode,
     CachedNode,
     MutableNode,
@@ -258,10 +257,8 @@ def _copy(node: CachedNode) -> CachedNode:
 
 
 def _become(node: CachedNode, target: MutableNode) -> None:
-    nid = id(node)
     node.__class__ = AliasedNode
-    _ALIAS_TARGETS[nid] = (weakref.ref(node, lambda _, pop=_ALIAS_TARGETS.pop: pop(nid, None)),
-                           target)
+    node._target = target
 
 
 register_alias_hooks(in_place, note_item_view, set_item, note_function_view)

@@ -289,7 +289,8 @@ class CachedNode(AbstractNode):
     recording order (inputs first).
     """
 
-    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "seq")
+    # (_target: set only once the node turned into an AliasedNode; never read otherwise)
+    __slots__ = ("__weakref__", "_target", "args", "kwargs", "level", "op", "output", "seq")
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
         self.op = node.op
@@ -485,14 +486,14 @@ class AliasedNode(CachedNode):
     @property
     def target(self) -> MutableNode:
         """The writable node this value is now (its views are views of it)."""
-        return _ALIAS_TARGETS[id(self)][1]
+        return self._target
 
     @property
     def _state(self) -> CachedNode:
-        return _ALIAS_TARGETS[id(self)][1]._state
+        return self._target._state
 
     def _primal(self) -> Any:
-        return _ALIAS_TARGETS[id(self)][1].output
+        return self._target.output
 
     def __getitem__(self, key: Any) -> Any:
         return self.target[key]
@@ -516,10 +517,6 @@ class AliasedNode(CachedNode):
 
     def __repr__(self) -> str:
         return f"AliasedNode(output={self._primal()!r})"
-
-
-# id(aliased node) -> (a weak reference to it, its target MutableNode)
-_ALIAS_TARGETS: dict[int, tuple[Any, MutableNode]] = {}
 
 
 def _targets(args: tuple) -> tuple:
