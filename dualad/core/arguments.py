@@ -136,7 +136,9 @@ def to_user(x: Any) -> Any:
         return x
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, (complex, np.complexfloating)):
+    if isinstance(x, (np.floating, np.complexfloating)):
+        return np.asarray(x)  # numpy's scalar keeps its dtype (np.float32 stays float32)
+    if isinstance(x, complex):
         return np.asarray(x, dtype=np.complex128)
     return np.asarray(x, dtype=np.float64)
 
