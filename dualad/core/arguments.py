@@ -329,6 +329,10 @@ def guard_opaque_calls(f: Any, fname: str) -> Any:
                     # a TypeError stays one (ConversionError is a DualadError and a TypeError)
                     kind = ConversionError if isinstance(e, TypeError) else DualadError
                     raise kind(message) from e
+            if isinstance(e.__cause__, ConversionError) and not isinstance(e, DualadError):
+                # numpy wrapped dualad's refusal of a conversion in its own error (e.g.
+                # "setting an array element with a sequence"): dualad's says what to do
+                raise ConversionError(str(e.__cause__)) from e
             if isinstance(e, DualadError) or object_holders_made() == before:
                 raise
             raise DualadError(
