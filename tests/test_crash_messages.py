@@ -57,6 +57,28 @@ def test_mean_with_a_where_mask_inside_record():
         np.testing.assert_allclose(tape.grad(x), ad.grad(f)(x))
 
 
+@pytest.mark.parametrize("fname, combine", [
+    ("sum", r"np.sum\(a\) \+ x"), ("prod", r"np.prod\(a\) \* x"),
+    ("max", r"np.maximum\(np.max\(a\), x\)"), ("min", r"np.minimum\(np.min\(a\), x\)"),
+])
+def test_traced_initial_of_a_plain_reduction_names_the_function_and_the_fix(fname, combine):
+    """numpy converts initial= of a reduction of a plain array itself (dualad never sees the
+    call) and wraps the refusal in "setting an array element with a sequence"."""
+    plain = np.array([1.0, 2.0])
+    func = getattr(np, fname)
+    f = lambda x: func(plain, initial=x[0]) * x  # noqa: E731
+    for mode in ("forward", "reverse"):
+        with pytest.raises(ad.DualadError, match=rf"np.{fname}\(a, ..., initial=") as info:
+            ad.jacobian(f, mode=mode)(np.array([0.5, 3.0]))
+        assert "initial=" in str(info.value) and "plain number" in str(info.value)
+        assert info.match(combine)
+    with pytest.raises(ad.DualadError, match=combine):
+        ad.record(lambda x: np.sum(f(x)), np.array([0.5, 3.0]))
+    # the same through a ufunc's reduce (no numpy frame to read): the float() message
+    with pytest.raises(ad.DualadError, match=r"initial=x\): write np.sum\(a\) \+ x"):
+        ad.grad(lambda x: np.add.reduce(plain, initial=x[0]))(np.array([0.5, 3.0]))
+
+
 def test_asarray_with_dtype_names_astype():
     for mode in MODES:
         with pytest.raises(ad.ConversionError, match=r"np.asarray\(x, dtype=float\)"):

@@ -1,7 +1,7 @@
 """The standing differential guard for tapes: random programs built from the numpy surface
 where a replay can go wrong (index sets computed from traced values, masks, every in-place
-write form, where= reductions, complex intermediates, dtype casts, Python branches and loop
-counts) are recorded at one point and replayed at others. At every point the tape's value,
+write form, in-place writes seen through other names and views, where= reductions, complex
+intermediates, dtype casts, Python branches and loop counts) are recorded at one point and replayed at others. At every point the tape's value,
 gradient, jvp and hvp equal eager mode's (a replay either recomputes what changed or
 records again with a warning), and the gradient equals central differences away from the
 jumps of piecewise-constant steps.
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
@@ -164,6 +165,8 @@ def _run_step(step: Step, pool: list[Any], m: list[float]) -> Any:
         return out
     if k == "initial":
         return a * np.sum(b, initial=a[0]) + np.prod(b[:2], initial=a[1])
+    if k == "alias":
+        return _alias_step(p[2], a, b, m)
     if k == "interp":
         xp = np.sort(a)
         _gaps(a, m)
@@ -172,10 +175,63 @@ def _run_step(step: Step, pool: list[Any], m: list[float]) -> Any:
     raise AssertionError(k)
 
 
+def _alias_step(which: str, a: Any, b: Any, m: list[float]) -> Any:
+    """In-place writes into computed values seen through other names and views (numpy's
+    aliasing)."""
+    if which == "view":
+        y = a * 1.0
+        v = y[1:]
+        y += b * b
+        return np.concatenate([v, y[:1]])
+    if which == "name":
+        y = a * 2.0
+        other = y
+        y *= b
+        return other + a
+    if which == "reshape_transpose":
+        y = a * b
+        mat = y.reshape(2, 2)
+        t = mat.T
+        y -= np.sin(a)
+        return t.reshape(-1) + mat.ravel()
+    if which == "view_of_view":
+        y = np.tanh(a)
+        v = y[::2]
+        w = v[1:]
+        w *= b[:1]
+        return y + np.concatenate([v, v])
+    if which == "write_through_view":
+        y = a + b
+        v = y[1:3]
+        v += b[:2] * a[:2]
+        return y
+    if which == "item_writes":
+        y = a * b
+        v = y[::2]
+        y[1] = a[0] ** 2
+        y[2] = v[0] * b[3]
+        return y + np.concatenate([v, v])
+    if which == "ufunc_out":
+        y = a * 1.0
+        v = y[:2]
+        np.multiply(y, b, out=y)
+        return y + np.concatenate([v, v])
+    # a masked in-place update of a value another name refers to
+    t = THRESHOLDS[1]
+    _margin(a, t, m)
+    y = b * 1.0
+    other = y
+    y[a > t] += a[a > t] ** 2
+    return other * a
+
+
+ALIAS_FORMS = ["view", "name", "reshape_transpose", "view_of_view", "write_through_view",
+               "item_writes", "ufunc_out", "masked"]
+
 KINDS = ["unary", "binary", "where_index", "nonzero", "method_nonzero", "flatnonzero",
          "argmax", "unravel", "argsort", "mask_select", "np_where", "putmask", "place", "copyto_where",
          "put", "ufunc_at", "fill", "assignments", "where_reduce", "complex", "cast",
-         "branch", "loop", "initial", "interp"]
+         "branch", "loop", "initial", "interp", "alias"]
 
 
 @dataclass
@@ -209,6 +265,8 @@ def steps(draw: Any, n: int) -> Step:
                            draw(st.sampled_from(["sum", "prod", "max", "mean"]))))
     if kind == "complex":
         return Step(kind, (a, b, draw(st.sampled_from(["abs", "real_exp", "angle", "fft"]))))
+    if kind == "alias":
+        return Step(kind, (a, b, draw(st.sampled_from(ALIAS_FORMS))))
     if kind in ("cast", "initial", "interp", "argmax", "unravel", "argsort"):
         return Step(kind, (a, b))
     return Step(kind, (a, b, draw(st.sampled_from(THRESHOLDS))))
@@ -235,6 +293,23 @@ def test_tapes_replay_what_eager_mode_computes(program, x0, points, v):
     note(repr(program))
     with np.errstate(all="ignore"):
         assume(_finite(program(x0)))
+    _check_program(program, x0, points, v)
+
+
+@pytest.mark.parametrize("which", ALIAS_FORMS)
+def test_alias_forms(which):
+    """Each aliasing form, alone and fed into another, at points on both sides of the mask's
+    threshold (the differential guard draws them at random)."""
+    rng = np.random.default_rng(len(which))
+    x0, v = rng.uniform(-1.5, 1.5, N), rng.uniform(-1.5, 1.5, N)
+    points = [rng.uniform(-1.5, 1.5, N) for _ in range(3)]
+    for program in (Program([Step("alias", (0, 1, which))]),
+                    Program([Step("alias", (1, 0, which)), Step("alias", (2, 0, which))])):
+        _check_program(program, x0, points, v)
+
+
+def _check_program(program: Program, x0: Any, points: list[Any], v: Any) -> None:
+    with np.errstate(all="ignore"):
         tape = ad.record(program, x0)
     for x in points:
         margins: list[float] = []

@@ -136,7 +136,9 @@ def to_user(x: Any) -> Any:
         return x
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, (complex, np.complexfloating)):
+    if isinstance(x, (np.floating, np.complexfloating)):
+        return np.asarray(x)  # numpy's scalar keeps its dtype (np.float32 stays float32)
+    if isinstance(x, complex):
         return np.asarray(x, dtype=np.complex128)
     return np.asarray(x, dtype=np.float64)
 
@@ -327,6 +329,10 @@ def guard_opaque_calls(f: Any, fname: str) -> Any:
                     # a TypeError stays one (ConversionError is a DualadError and a TypeError)
                     kind = ConversionError if isinstance(e, TypeError) else DualadError
                     raise kind(message) from e
+            if isinstance(e.__cause__, ConversionError) and not isinstance(e, DualadError):
+                # numpy wrapped dualad's refusal of a conversion in its own error (e.g.
+                # "setting an array element with a sequence"): dualad's says what to do
+                raise ConversionError(str(e.__cause__)) from e
             if isinstance(e, DualadError) or object_holders_made() == before:
                 raise
             raise DualadError(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import operator
+import sys
 from typing import Any
 
 import numpy as np
@@ -118,6 +119,37 @@ def _refuse_out(name: str, kwargs: dict) -> None:
         )
 
 
+# How to write a reduction of a plain array with a traced initial= value.
+_COMBINE = {
+    "sum": "np.sum(a) + x", "nansum": "np.nansum(a) + x", "prod": "np.prod(a) * x",
+    "nanprod": "np.nanprod(a) * x", "max": "np.maximum(np.max(a), x)",
+    "amax": "np.maximum(np.max(a), x)", "min": "np.minimum(np.min(a), x)",
+    "amin": "np.minimum(np.min(a), x)",
+}
+
+
+def _reduction_reading(x: Any) -> tuple[str, str] | None:
+    """``(numpy function, keyword)`` when ``x`` is being converted to a number by one of
+    numpy's reductions of a plain array (``np.sum(a, initial=x)``), else None."""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "_wrapreduction" and "numpy" in code.co_filename:
+            keywords = frame.f_locals.get("passkwargs") or {}
+            keyword = next((k for k, v in keywords.items() if v is x), None)
+            if keyword is None:
+                return None
+            outer = frame.f_back
+            fname = outer.f_code.co_name if outer is not None else ""
+            if not fname.isidentifier() or fname.startswith("_"):
+                fname = str(frame.f_locals.get("method", "reduce"))
+            return fname, keyword
+        frame = frame.f_back
+    return None
+
+
 def _binary(ufunc: np.ufunc, reflected: bool = False) -> Any:
     op = Broadcasted.instance(ufunc)
 
@@ -159,6 +191,14 @@ class NumpyOverloads:
     # numpy protocols -------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if kwargs:
+            out = kwargs.get("out")
+            if method == "__call__" and type(out) is tuple and len(out) == 1 \
+                    and isinstance(out[0], NumpyOverloads):
+                # np.add(y, z, out=y): computed, then written into the traced array y
+                # (its own write: in place for Duals, numpy's aliasing for graph nodes)
+                del kwargs["out"]
+                out[0][...] = ufunc(*inputs, **kwargs)
+                return out[0]
             _refuse_out(ufunc.__name__, kwargs)
             kwargs.pop("out", None)
         if method == "__call__":
@@ -214,6 +254,16 @@ class NumpyOverloads:
         )
 
     def _refuse_conversion(self, call: str) -> Any:
+        reduction = _reduction_reading(self)
+        if reduction is not None:
+            fname, keyword = reduction
+            combine = _COMBINE.get(fname, f"np.{fname}(a) combined with x")
+            raise ConversionError(
+                f"dualad: np.{fname}(a, ..., {keyword}=<traced value>) with a plain array a: "
+                f"numpy reads {keyword}= as a plain number (it never hands it to dualad), "
+                f"which would drop its derivative. Reduce the plain array and combine the "
+                f"result with the traced value instead: {combine}."
+            )
         raise ConversionError(
             f"dualad: {call} of a traced value (shape {self.shape}) would drop its "
             f"derivative. Use numpy functions (np.sin, not math.sin; np.round, not round) "
@@ -221,7 +271,9 @@ class NumpyOverloads:
             f"np.empty_like(x) / np.zeros_like(x), not np.empty(n) (dualad does that for "
             f"functions it reaches by name, unless allocations='strict'); use ad.value(x) to read "
             f"the number deliberately (e.g. to print or log it). Comparisons (if x > 0:) "
-            f"work as they are."
+            f"work as they are. (numpy itself calls {call} on arguments it does not hand to "
+            f"dualad, such as initial= of a reduction of a plain array, np.add.reduce(a, "
+            f"initial=x): write np.sum(a) + x instead.)"
         )
 
     def __float__(self) -> float:

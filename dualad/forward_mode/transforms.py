@@ -199,13 +199,15 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     for o in leaves:
         o = _lift(o, tag)
         v, p = _out_parts(o, tag)
-        values.append(_result_leaf(v))
+        v = _result_leaf(v)
+        values.append(v)
         if p is None:
-            tans.append(np.zeros(shape_of(v)))
+            t = np.zeros(shape_of(v))
         elif isinstance(o, Dual) and o._p is None:
-            tans.append(to_user(o._d))
+            t = to_user(o._d)
         else:
-            tans.append(_result_leaf(p[..., 0]))
+            t = _result_leaf(p[..., 0])
+        tans.append(as_dtype(t, derivative_dtype(v)))  # a float32 output: float32 tangent
     if has_aux:
         return tree_unflatten(spec, values), tree_unflatten(spec, tans), call.aux()
     return tree_unflatten(spec, values), tree_unflatten(spec, tans)

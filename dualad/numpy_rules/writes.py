@@ -76,8 +76,13 @@ def _is_basic(key: Any) -> bool:
 
 
 def _assign(array: Any, key: Any, value: Any) -> np.ndarray:
-    """A copy of ``array`` with ``value`` written at ``key``."""
-    out = np.array(array, dtype=np.result_type(array, value, np.float64), copy=True)
+    """A copy of ``array`` with ``value`` written at ``key`` (a float array keeps its
+    dtype, as numpy's writes do)."""
+    dtype = np.result_type(array, value, np.float64)
+    kind = getattr(array, "dtype", dtype).kind
+    if kind == "f" and dtype.kind == "f":
+        dtype = array.dtype
+    out = np.array(array, dtype=dtype, copy=True)
     out[key] = value
     return out
 

@@ -30,6 +30,7 @@ from ..core.operators import Method
 from .graph import (
     _OUTPUT_ITEM,
     AbstractNode,
+    AliasedNode,
     CachedNode,
     LeafNode,
     Variable,
@@ -245,6 +246,9 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
     reached: dict[int, AbstractNode] = {}  # leaves (and other non-call nodes) reached
     heap: list[tuple[int, int, CachedNode]] = []
     for key, (node, seed) in seeds.items():
+        if type(node) is AliasedNode:  # written into after the call that made it
+            node = node.target
+            key = id(node)
         prev = grads.get(key)
         grads[key] = _accumulate(prev, seed)
         if prev is None:
@@ -287,11 +291,12 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             needed = False
             for a in args:
                 if isinstance(a, AbstractNode) and a.level == level:
-                    values.append(a.output if type(a) is CachedNode else a._primal())
+                    values.append(a.output if type(a) is CachedNode or type(a) is AliasedNode
+                                  else a._primal())
                     needs.append(True)
                     needed = True
                 elif type(a) in _SEQUENCES:
-                    values.append(primal_at(a, level))
+                    values.append(_recorded_at(a, level))
                     some = any(isinstance(b, AbstractNode) and b.level == level for b in a)
                     needs.append(some)
                     needed = needed or some
@@ -310,7 +315,7 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                 g = _with_zeros(g, output)
             _NEEDS.value = needs
             if kwargs:
-                kw = {k: primal_at(v, level) for k, v in kwargs.items()}
+                kw = {k: _recorded_at(v, level) for k, v in kwargs.items()}
                 result = gradient(op, g, output, *values, **kw)
             else:
                 impl = resolved.get((type(op), type(g), type(output), *map(type, values)))
@@ -364,6 +369,16 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
     return leaf_grads
 
 
+def _recorded_at(x: Any, level: int) -> Any:
+    """The value ``x`` had when the call that uses it was recorded: :func:`primal_at`, but
+    an aliased node (written into later) gives its recorded output."""
+    if type(x) is AliasedNode:
+        return x.output if x.level == level else x
+    if type(x) in _SEQUENCES and any(type(a) is AliasedNode for a in x):
+        return type(x)([_recorded_at(a, level) for a in x])
+    return primal_at(x, level)
+
+
 def _send_to_items(op: Any, i: int, arg: Any, r: Any, values: Any, level: int, grads: dict,
                    heap: list, reached: dict) -> None:
     """Pass the gradients ``r`` of a list or tuple argument ``arg`` on to its nodes."""
@@ -407,7 +422,7 @@ def forward(node: CachedNode):  # noqa: F811
     """Re-evaluate ``node``'s graph from its leaves' current values; returns the new output."""
     for n in topological_order([node]):
         if isinstance(n, CachedNode):
-            values = tuple([primal_at(a, n.level) for a in n.args])
-            kw = {k: primal_at(v, n.level) for k, v in n.kwargs.items()}
+            values = tuple([_recorded_at(a, n.level) for a in n.args])
+            kw = {k: _recorded_at(v, n.level) for k, v in n.kwargs.items()}
             n.output = forward(n.op, *values, **kw)
     return node.output

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -28,7 +29,6 @@ from ..core.arguments import as_differentiable, is_differentiable_output, value
 from ..core.array_protocol import (
     BINARY_OPERATORS,
     NumpyOverloads,
-    shape_of,
     value_observer,
 )
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
@@ -53,9 +53,11 @@ __all__ = [
     "Node",
     "CachedNode",
     "MutableNode",
+    "AliasedNode",
     "not_writable_message",
     "primal_at",
     "register",
+    "register_alias_hooks",
     "register_function_hook",
     "register_keyword_aliases",
     "register_write_hook",
@@ -124,6 +126,11 @@ class AbstractNode(Traced, NumpyOverloads):
         result = NumpyOverloads.__array_function__(self, func, types, args, kwargs)
         if _MUTABLE_MADE and type(result) is CachedNode:
             result = _function_view(func, args, kwargs, result)
+        if type(result) is CachedNode and (type(result.output) is _ND
+                                           and result.output.base is not None
+                                           or isinstance(result.output, Traced)):
+            # np.reshape(y), y.T: a view of y?
+            _ALIAS_HOOKS[3](func, result, args, kwargs)
         return result
 
     def __setitem__(self, key: Any, item: Any) -> None:
@@ -475,7 +482,9 @@ class CachedNode(AbstractNode):
     on float64 numbers (see :mod:`dualad.reverse_mode.fast_path`), else ``None``.
     """
 
-    __slots__ = ("__weakref__", "args", "kwargs", "level", "op", "output", "pull", "seq")
+    # (_target: set only once the node turned into an AliasedNode; never read otherwise)
+    __slots__ = ("__weakref__", "_target", "args", "kwargs", "level", "op", "output", "pull",
+                 "seq")
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
         self.op = node.op
@@ -510,6 +519,53 @@ class CachedNode(AbstractNode):
     def __repr__(self) -> str:
         return f"CachedNode({self.op!r}, output={self.output!r})"
 
+    # numpy's aliasing (see dualad.reverse_mode.aliases): a view taken from a computed
+    # value sees later in-place writes into it; in-place operators write
+    def __getitem__(self, key: Any) -> Any:
+        out = NumpyOverloads.__getitem__(self, key)
+        if type(out) is CachedNode and (type(out.output) is _ND and out.output.base is not None
+                                        or isinstance(out.output, Traced)):
+            _ALIAS_HOOKS[1](self, out, key)
+        return out
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        _ALIAS_HOOKS[2](self, key, item)
+
+    def __iadd__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.add, other)
+
+    def __isub__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.subtract, other)
+
+    def __imul__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.multiply, other)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.true_divide, other)
+
+    def __ifloordiv__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.floor_divide, other)
+
+    def __imod__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.remainder, other)
+
+    def __ipow__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.power, other)
+
+    def __imatmul__(self, other: Any) -> Any:
+        return _ALIAS_HOOKS[0](self, np.matmul, other)
+
+
+# Set by dualad.reverse_mode.aliases: in_place(node, ufunc, other), note_item_view(base,
+# view, key), set_item(node, key, item), note_function_view(func, view, args, kwargs).
+_ALIAS_HOOKS: list[Any] = []
+
+
+def register_alias_hooks(in_place: Any, note_item_view: Any, set_item: Any,
+                         note_function_view: Any) -> None:
+    """How computed values follow numpy's aliasing (:mod:`dualad.reverse_mode.aliases`)."""
+    _ALIAS_HOOKS[:] = [in_place, note_item_view, set_item, note_function_view]
+
 
 class MutableNode(CachedNode):
     """A graph node that numpy code may write into: ``y[key] = value``.
@@ -537,9 +593,8 @@ class MutableNode(CachedNode):
     @classmethod
     def from_state(cls, state: CachedNode) -> MutableNode:
         """A writable node whose current contents are ``state``."""
-        global _MUTABLE_MADE
-        _MUTABLE_MADE = True
         self = cls.recorded(state.op, state.args, state.kwargs, state.output, state.level)
+        _handle_made(self)
         self._state = state
         self._views = None
         self._base = None
@@ -561,9 +616,11 @@ class MutableNode(CachedNode):
     def _view(self, out: Any, key: Any, recompute: Any) -> Any:
         """``out`` (computed from this node) as a view of it when numpy's result shares
         memory with this node's array, else ``out`` unchanged."""
+        # (the values: in forward-over-reverse the outputs are Duals)
+        out_value, own_value = value(getattr(out, "output", None)), value(self.output)
         if not (type(out) is CachedNode and out.level == self.level
-                and isinstance(out.output, np.ndarray) and isinstance(self.output, np.ndarray)
-                and np.may_share_memory(out.output, self.output)):
+                and isinstance(out_value, np.ndarray) and isinstance(own_value, np.ndarray)
+                and np.may_share_memory(out_value, own_value)):
             return out
         view = MutableNode.from_state(out)
         view._base = self
@@ -609,33 +666,66 @@ class MutableNode(CachedNode):
             raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
         _WRITE_RULE[0](self, key, item)
 
-    # in-place operators write, as numpy's do (views of this array see the change)
-    def _in_place(self, result: Any) -> MutableNode:
-        if shape_of(result) != self.shape:
-            raise ValueError(
-                f"non-broadcastable output operand with shape {self.shape} doesn't match "
-                f"the broadcast shape {shape_of(result)}"
-            )
-        self[...] = result
-        return self
 
-    def __iadd__(self, other: Any) -> MutableNode:
-        return self._in_place(self + other)
+class AliasedNode(CachedNode):
+    """A computed value that numpy code wrote into in place, or a view of one.
 
-    def __isub__(self, other: Any) -> MutableNode:
-        return self._in_place(self - other)
+    ``y = x * 1.0; v = y[1:]; y += x * x`` turns ``y`` and ``v`` into aliased nodes (see
+    :mod:`dualad.reverse_mode.aliases`): their own fields stay the recorded call they
+    were, which the calls recorded before the write still use, and everything done with
+    them from then on (values, calls, writes, a reverse pass from them) uses ``target``: a
+    :class:`MutableNode` holding the contents numpy would show.
+    """
 
-    def __imul__(self, other: Any) -> MutableNode:
-        return self._in_place(self * other)
+    __slots__ = ()
 
-    def __itruediv__(self, other: Any) -> MutableNode:
-        return self._in_place(self / other)
+    @property
+    def target(self) -> MutableNode:
+        """The writable node this value is now (its views are views of it)."""
+        return self._target
 
-    def __ipow__(self, other: Any) -> MutableNode:
-        return self._in_place(self ** other)
+    @property
+    def _state(self) -> CachedNode:
+        return self._target._state
 
-    def __imatmul__(self, other: Any) -> MutableNode:
-        return self._in_place(self @ other)
+    def _primal(self) -> Any:
+        return self._target.output
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.target[key]
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        self.target[key] = item
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(a.target if type(a) is AliasedNode else a for a in inputs)
+        if "out" in kwargs:
+            out = kwargs["out"]
+            kwargs["out"] = tuple(o.target if type(o) is AliasedNode else o for o in out) \
+                if type(out) is tuple else (out.target if type(out) is AliasedNode else out)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        return func(*_targets(args), **dict(zip(kwargs, _targets(tuple(kwargs.values())))))
+
+    def backward(self, seed: Any = None) -> None:
+        self.target.backward(seed)
+
+    def __repr__(self) -> str:
+        return f"AliasedNode(output={self._primal()!r})"
+
+
+def _targets(args: tuple) -> tuple:
+    """``args`` with each aliased node (also in lists and tuples) replaced by its target."""
+    def target(a: Any) -> Any:
+        t = type(a)
+        if t is AliasedNode:
+            return a.target
+        if (t is list or t is tuple) and any(type(b) is AliasedNode for b in a):
+            return t(b.target if type(b) is AliasedNode else b for b in a)
+        return a
+
+    return tuple(target(a) for a in args)
 
 
 # The key of a view made by a numpy function (np.transpose, x.T, reshape), not by indexing.
@@ -670,7 +760,29 @@ def _function_view(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
     return out
 
 
+#: Whether writable nodes are alive: calls then record their states (no fast path). It
+#: falls back to False when the last one is gone, so code that writes nothing into
+#: arrays runs the fast path again.
 _MUTABLE_MADE = False
+_HANDLES: set[Any] = set()  # weak references to the live writable nodes
+_HANDLES_LOCK = threading.RLock()  # (a reference may die inside a locked section)
+
+
+def _handle_made(node: MutableNode) -> None:
+    global _MUTABLE_MADE
+    with _HANDLES_LOCK:
+        _HANDLES.add(weakref.ref(node, _handle_gone))
+        _MUTABLE_MADE = True
+
+
+def _handle_gone(ref: Any, handles: set = _HANDLES, lock: Any = _HANDLES_LOCK) -> None:
+    global _MUTABLE_MADE
+    with lock:
+        handles.discard(ref)
+        if not handles:
+            _MUTABLE_MADE = False
+# Handles whose recorded contents are their current state (``_state``).
+_STATEFUL = frozenset((MutableNode, AliasedNode))
 
 
 def _current_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -678,19 +790,19 @@ def _current_states(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     found = False
     for a in args:
         t = type(a)
-        if t is MutableNode or ((t is list or t is tuple)
-                                and any(type(b) is MutableNode for b in a)):
+        if t in _STATEFUL or ((t is list or t is tuple)
+                              and any(type(b) in _STATEFUL for b in a)):
             found = True
             break
-    if not found and not any(type(v) is MutableNode for v in kwargs.values()):
+    if not found and not any(type(v) in _STATEFUL for v in kwargs.values()):
         return args, kwargs
 
     def state(a: Any) -> Any:
         t = type(a)
-        if t is MutableNode:
+        if t in _STATEFUL:
             return a._state
         if t is list or t is tuple:
-            return t(b._state if type(b) is MutableNode else b for b in a)
+            return t(b._state if type(b) in _STATEFUL else b for b in a)
         return a
 
     return tuple(state(a) for a in args), {k: state(v) for k, v in kwargs.items()}

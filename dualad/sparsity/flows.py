@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextvars
 import operator
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -149,7 +150,8 @@ class SparsityTracer(Traced, NumpyOverloads):
     ``rows`` is next read.
     """
 
-    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned", "_lists")
+    __slots__ = ("value", "_rows", "trace", "level", "deps", "_pending", "_owned", "_lists",
+                 "_view_of", "_views", "__weakref__")
 
     def __init__(self, value: Any, rows: Any, trace: Trace) -> None:
         if type(value) is not np.ndarray or value.dtype != np.float64:
@@ -162,6 +164,10 @@ class SparsityTracer(Traced, NumpyOverloads):
         self._lists = None
         self.trace = trace
         self.level = trace.level
+        # numpy's aliasing: (base, flat positions in it) for a view of another tracer, and
+        # weak references to this tracer's views with their positions
+        self._view_of: tuple[Any, np.ndarray] | None = None
+        self._views: list[tuple[Any, np.ndarray]] | None = None
 
     @property
     def rows(self) -> IndexSets:
@@ -312,7 +318,69 @@ class SparsityTracer(Traced, NumpyOverloads):
         # np.array([a, b]) of tracers is an object array: one traced array here
         args = tuple(lift_object_array(a) if type(a) is np.ndarray and a.dtype == object else a
                      for a in args)
-        return index_flow(op, *args, **kwargs)
+        out = index_flow(op, *args, **kwargs)
+        if type(out) is SparsityTracer and out.value.base is not None:
+            _note_view(op, args, kwargs, out)
+        return out
+
+    # -- numpy's aliasing: a write into an array reaches its views, and a write into a view
+    # reaches the array (and its other views)
+    def _sync_after_write(self) -> None:
+        view_of = self._view_of
+        if view_of is not None:
+            base = view_of[0]()
+            if base is not None:  # write these entries through (it refreshes its views)
+                base._set_entries(view_of[1], self)
+                return
+        self._refresh_views()
+
+    def _set_entries(self, positions: np.ndarray, item: SparsityTracer) -> None:
+        """Entries ``positions`` (flat) take ``item``'s values and index sets."""
+        key = np.unravel_index(positions, self.value.shape)
+        self.__setitem__(key, item)
+
+    def _refresh_views(self) -> None:
+        views = self._views
+        if not views:
+            return
+        alive = []
+        for ref, positions in views:
+            view = ref()
+            if view is None:
+                continue
+            alive.append((ref, positions))
+            view.value = self.value.reshape(-1)[positions]
+            view._owned = True
+            view.rows = self.rows.take(positions.reshape(-1))
+            view._refresh_views()
+        self._views = alive
+
+    def _in_place(self, result: Any) -> SparsityTracer:
+        if np.shape(plain(result)) != self.value.shape:
+            raise ValueError(
+                f"non-broadcastable output operand with shape {self.value.shape} doesn't "
+                f"match the broadcast shape {np.shape(plain(result))}"
+            )
+        self[...] = result
+        return self
+
+    def __iadd__(self, other: Any) -> SparsityTracer:
+        return self._in_place(self + other)
+
+    def __isub__(self, other: Any) -> SparsityTracer:
+        return self._in_place(self - other)
+
+    def __imul__(self, other: Any) -> SparsityTracer:
+        return self._in_place(self * other)
+
+    def __itruediv__(self, other: Any) -> SparsityTracer:
+        return self._in_place(self / other)
+
+    def __ipow__(self, other: Any) -> SparsityTracer:
+        return self._in_place(self ** other)
+
+    def __imatmul__(self, other: Any) -> SparsityTracer:
+        return self._in_place(self @ other)
 
     def copy(self) -> SparsityTracer:
         """A tracer with a copy of the value and the same index sets."""
@@ -347,6 +415,8 @@ class SparsityTracer(Traced, NumpyOverloads):
                 if self._pending is None:
                     self._pending = {}
                 self._pending[flat] = deps
+                if self._view_of is not None or self._views:
+                    self._sync_after_write()
                 return
         key = plain(key)
         value = plain(item)
@@ -363,6 +433,8 @@ class SparsityTracer(Traced, NumpyOverloads):
         else:
             mapping[key] = -1
             self.rows = self.rows.take(mapping.reshape(-1))
+        if self._view_of is not None or self._views:
+            self._sync_after_write()
 
 
 def _scalar_operator(name: str, op: Callable[[Any, Any], Any], reflected: bool) -> Any:
@@ -387,6 +459,32 @@ for _name, _op, _reflected in (
 del _name, _op, _reflected
 
 
+def _note_view(op: Operator, args: tuple, kwargs: dict, out: SparsityTracer) -> None:
+    """``out`` (a result of ``op``) shares the memory of a tracer among ``args``: note it
+    as a view of that tracer, with the flat positions of its entries there."""
+    for i, a in enumerate(args):
+        if type(a) is SparsityTracer and a.trace is out.trace \
+                and np.may_share_memory(out.value, a.value):
+            f = getattr(op, "f", None)
+            if f is None:
+                return
+            index = np.arange(a.value.size, dtype=np.int64).reshape(a.value.shape)
+            call = [plain(b) for b in args]
+            call[i] = index
+            try:
+                positions = f(*call, **{k: plain(v) for k, v in kwargs.items()})
+            except Exception:  # noqa: BLE001 - no index map: not followed as a view
+                return
+            if not (isinstance(positions, np.ndarray) and positions.dtype == np.int64
+                    and positions.shape == out.value.shape):
+                return
+            out._view_of = (weakref.ref(a), positions)
+            if a._views is None:
+                a._views = []
+            a._views.append((weakref.ref(out), positions))
+            return
+
+
 def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
     """A 0-d tracer of the fast path: ``value`` depending on the sorted ints ``deps``."""
     t = SparsityTracer.__new__(SparsityTracer)
@@ -398,6 +496,8 @@ def _scalar(value: Any, deps: tuple, trace: Trace) -> SparsityTracer:
     t._lists = None
     t.trace = trace
     t.level = trace.level
+    t._view_of = None
+    t._views = None
     return t
 
 

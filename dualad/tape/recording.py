@@ -29,7 +29,7 @@ from ..core.trees import tree_flatten
 from ..derivatives.registry import get_rule, operator_type
 from ..reverse_mode.backward import topological_order
 from ..reverse_mode.elementwise import register_rule_gradient
-from ..reverse_mode.graph import CachedNode, MutableNode, Variable
+from ..reverse_mode.graph import AliasedNode, CachedNode, MutableNode, Variable
 from .program import Operation, Program
 
 __all__ = ["MAX_RECORDINGS", "TapeRetraceWarning", "ValueNode", "Recorder", "is_float_leaf",
@@ -109,10 +109,10 @@ _ITEM = Method.instance(item_of)
 
 def _state(a: Any) -> Any:
     """A writable node's current contents (later writes must not change what was read)."""
-    if type(a) is MutableNode:
+    if type(a) is MutableNode or type(a) is AliasedNode:
         return a._state
     if type(a) in (list, tuple):
-        return type(a)(b._state if type(b) is MutableNode else b for b in a)
+        return type(a)(b._state if type(b) in (MutableNode, AliasedNode) else b for b in a)
     return a
 
 
@@ -355,6 +355,8 @@ def build_program(key: Any, level: int, variables: list[Variable], input_leaves:
                    out: Any, recorder: Recorder) -> Program:
     out_leaves, out_spec = tree_flatten(out)
     out_leaves = [lift_object_array(o) for o in out_leaves]
+    # a value written into after the call that made it: its contents now
+    out_leaves = [o.target if type(o) is AliasedNode else o for o in out_leaves]
     roots = [o for o in out_leaves if isinstance(o, (CachedNode, Variable))
              and o.level == level]
     roots += [node for node, _, _ in recorder.guards]

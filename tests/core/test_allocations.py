@@ -96,10 +96,8 @@ def test_forward_and_reverse_agree_and_gradcheck(f):
     assert ad.gradcheck(lambda y: np.sum(f(y) ** 2), x)
 
 
-# Views of a buffer (with_views) are left out: sparsity detection does not follow writes
-# through views, for np.zeros_like buffers too (sparse_jacobian's check refuses the result).
-@pytest.mark.parametrize("f", [f for f in FUNCTIONS if f is not with_views],
-                         ids=lambda f: f.__name__)
+# Views of a buffer (with_views) included: sparsity detection follows writes through views.
+@pytest.mark.parametrize("f", FUNCTIONS, ids=lambda f: f.__name__)
 def test_sparsity_detection_and_tapes(f):
     x = POINTS[0]
     dense = ad.jacobian(f)(x).reshape(-1, x.size)

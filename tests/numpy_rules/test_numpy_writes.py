@@ -133,11 +133,11 @@ def test_writing_into_an_argument_says_to_allocate_a_buffer():
 
     def g(x):
         y = x * 2.0
-        y[0] = 0.0
+        y[0] = 0.0  # a computed value is written as numpy writes it
         return np.sum(y)
 
-    with pytest.raises(TypeError, match="np.copy"):
-        ad.grad(g)(np.ones(3))
+    for mode in ("forward", "reverse"):
+        np.testing.assert_allclose(ad.jacobian(g, mode=mode)(np.ones(3)), [0.0, 2.0, 2.0])
 
 
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
