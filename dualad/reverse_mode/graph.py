@@ -71,6 +71,10 @@ class AbstractNode(Traced, NumpyOverloads):
 
     @classmethod
     def _apply(cls, op: Operator, args: tuple, kwargs: dict, level: int) -> Any:
+        if _MUTABLE_MADE:  # calls made after a write into an aliased value use its target
+            args = _targets(args)
+            if kwargs:
+                kwargs = dict(zip(kwargs, _targets(tuple(kwargs.values()))))
         if not kwargs:
             out = record_call(op, args)
             if out is not _GENERAL:
@@ -109,7 +113,7 @@ class AbstractNode(Traced, NumpyOverloads):
             out = record_call(op, args, kwargs) if func not in _TRACED_OPTION_HOOKS or \
                 not any(isinstance(a, Traced) for a in args[1:]) else _GENERAL
             if out is not _GENERAL:
-                return out
+                return _noted_view(func, args, kwargs, out)
         elif op is None and func not in _FUNCTION_HOOKS:
             _FUNCTION_CALLS[func] = Method.instance(func)
         normalized = normalize_arguments(args)
@@ -124,14 +128,7 @@ class AbstractNode(Traced, NumpyOverloads):
             if result is not None or in_place:
                 return result
         result = NumpyOverloads.__array_function__(self, func, types, args, kwargs)
-        if _MUTABLE_MADE and type(result) is CachedNode:
-            result = _function_view(func, args, kwargs, result)
-        if type(result) is CachedNode and (type(result.output) is _ND
-                                           and result.output.base is not None
-                                           or isinstance(result.output, Traced)):
-            # np.reshape(y), y.T: a view of y?
-            _ALIAS_HOOKS[3](func, result, args, kwargs)
-        return result
+        return _noted_view(func, args, kwargs, result)
 
     def __setitem__(self, key: Any, item: Any) -> None:
         raise TypeError(not_writable_message(self, f"x[{key!r}] = ..."))
@@ -282,7 +279,7 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
             if t is _ND and a.dtype.hasobject:  # traced values inside: normalised first
                 return _GENERAL
             values.append(a)
-        elif isinstance(a, AbstractNode) and t is not MutableNode:
+        elif isinstance(a, AbstractNode) and t is not MutableNode and t is not AliasedNode:
             if level is None:
                 level = a.level
             elif a.level != level:
@@ -407,6 +404,19 @@ def _negative(self: Any) -> Any:
 
 
 AbstractNode.__neg__ = _negative  # type: ignore[method-assign]
+
+
+def _noted_view(func: Any, args: tuple, kwargs: dict, result: Any) -> Any:
+    """``result`` of a numpy function on graph nodes, as numpy's aliasing has it: a view
+    of a writable node is a writable view of it; a view of a computed value is noted on
+    that value (``np.reshape(y)``, ``y.T``), so later writes into it reach the view."""
+    if _MUTABLE_MADE and type(result) is CachedNode:
+        result = _function_view(func, args, kwargs, result)
+    if type(result) is CachedNode and (type(result.output) is _ND
+                                       and result.output.base is not None
+                                       or isinstance(result.output, Traced)):
+        _ALIAS_HOOKS[3](func, result, args, kwargs)
+    return result
 
 
 class LeafNode(AbstractNode):
