@@ -351,6 +351,11 @@ def _translate(value: Any) -> Any:
     return value
 
 
+# Types of globals the view hands over unchanged (read on every global access of a model).
+_SEEN_AS_IS = frozenset((float, int, bool, complex, str, bytes, type(None), tuple, list, dict,
+                         np.ndarray, np.float64, np.int64))
+
+
 class _GlobalsView(dict):
     """A module's globals as rewritten code reads them (Python's ``LOAD_GLOBAL`` calls
     ``__getitem__`` of a dict subclass); the dict itself holds only the builtins."""
@@ -362,6 +367,8 @@ class _GlobalsView(dict):
 
     def __getitem__(self, name: str) -> Any:
         value = self.source[name]
+        if type(value) in _SEEN_AS_IS:  # constants of the model (rates, sizes, arrays)
+            return value
         hit = self.seen.get(name)
         if hit is not None and hit[0] is value:
             return hit[1]
