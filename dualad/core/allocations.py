@@ -122,13 +122,16 @@ class _Promoting:
     """The function :func:`promoting` returns (pickles as ``promoting(f)``). Its state is
     in slots, so wrappers made with ``functools.wraps`` copy only the marker and names."""
 
-    __slots__ = ("f", "key", "view", "__dict__")
+    __slots__ = ("f", "key", "view", "plain_since", "__dict__")
 
     def __init__(self, f: Callable[..., Any]) -> None:
         functools.update_wrapper(self, f)
         self.f = f
         self.key = _decision_key(f)
         self.view: Any = None
+        # the count of promotions when this code was last seen unpromoted: while no code is
+        # promoted, later calls skip the (weak) dictionary of decisions
+        self.plain_since = -1
         setattr(self, _STRICT_ATTRIBUTE, "promote")
 
     def __reduce__(self) -> tuple:
@@ -139,7 +142,12 @@ class _Promoting:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.key
-        promote = key is not None and _promoted.get(key, False)
+        if self.plain_since == _promotions[0]:
+            promote = False
+        else:
+            promote = key is not None and _promoted.get(key, False)
+            if not promote:
+                self.plain_since = _promotions[0]
         if not promote:
             try:
                 return self.f(*args, **kwargs)
@@ -158,10 +166,12 @@ class _Promoting:
             _prototype.reset(token)
         if not promote and key is not None:
             _promoted[key] = True
+            _promotions[0] += 1
         return out
 
 
 _promoted: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_promotions = [0]  # how many codes were promoted so far (see _Promoting.plain_since)
 
 
 def _decision_key(f: Any) -> Any:
