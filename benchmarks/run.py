@@ -25,6 +25,7 @@ NAMES = [
     "lorenz96",
     "njit_lorenz96",
     "dual_overhead",
+    "small_jacobians",
     "brusselator1d",
     "brusselator2d",
     "stiff_ode",

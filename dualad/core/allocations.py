@@ -122,13 +122,16 @@ class _Promoting:
     """The function :func:`promoting` returns (pickles as ``promoting(f)``). Its state is
     in slots, so wrappers made with ``functools.wraps`` copy only the marker and names."""
 
-    __slots__ = ("f", "key", "view", "__dict__")
+    __slots__ = ("f", "key", "view", "plain_since", "__dict__")
 
     def __init__(self, f: Callable[..., Any]) -> None:
         functools.update_wrapper(self, f)
         self.f = f
         self.key = _decision_key(f)
         self.view: Any = None
+        # the count of promotions when this code was last seen unpromoted: while no code is
+        # promoted, later calls skip the (weak) dictionary of decisions
+        self.plain_since = -1
         setattr(self, _STRICT_ATTRIBUTE, "promote")
 
     def __reduce__(self) -> tuple:
@@ -139,7 +142,12 @@ class _Promoting:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.key
-        promote = key is not None and _promoted.get(key, False)
+        if self.plain_since == _promotions[0]:
+            promote = False
+        else:
+            promote = key is not None and _promoted.get(key, False)
+            if not promote:
+                self.plain_since = _promotions[0]
         if not promote:
             try:
                 return self.f(*args, **kwargs)
@@ -158,10 +166,12 @@ class _Promoting:
             _prototype.reset(token)
         if not promote and key is not None:
             _promoted[key] = True
+            _promotions[0] += 1
         return out
 
 
 _promoted: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_promotions = [0]  # how many codes were promoted so far (see _Promoting.plain_since)
 
 
 def _decision_key(f: Any) -> Any:
@@ -351,6 +361,11 @@ def _translate(value: Any) -> Any:
     return value
 
 
+# Types of globals the view hands over unchanged (read on every global access of a model).
+_SEEN_AS_IS = frozenset((float, int, bool, complex, str, bytes, type(None), tuple, list, dict,
+                         np.ndarray, np.float64, np.int64))
+
+
 class _GlobalsView(dict):
     """A module's globals as rewritten code reads them (Python's ``LOAD_GLOBAL`` calls
     ``__getitem__`` of a dict subclass); the dict itself holds only the builtins."""
@@ -362,6 +377,8 @@ class _GlobalsView(dict):
 
     def __getitem__(self, name: str) -> Any:
         value = self.source[name]
+        if type(value) in _SEEN_AS_IS:  # constants of the model (rates, sizes, arrays)
+            return value
         hit = self.seen.get(name)
         if hit is not None and hit[0] is value:
             return hit[1]

@@ -60,6 +60,7 @@ __all__ = [
     "zero_partials",
     "FastPath",
     "ROW_MAX",
+    "ROW",
     "active_fast_path",
     "new_dual",
     "register_fast_ufunc",
@@ -108,6 +109,20 @@ _F64_DTYPE = np.dtype(np.float64)
 #: k = 3, 1.7 / 2.9 at k = 8, 2.0 / 2.8 at k = 16, 2.4 / 2.9 at k = 24, 2.8 / 2.8 at k = 32;
 #: 2 * x 1.2 / 1.8 at k = 3, 1.6 / 1.9 at k = 24, 1.8 / 1.8 at k = 32.
 ROW_MAX = 24
+
+
+class _RowMark:
+    """The ``_d`` of a row Dual (its partials, ``_p``, a list): one check on hot paths tells
+    rows, scalars with one direction (``_d`` their derivative) and arrays (``_d`` None)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ROW"
+
+
+#: ``new_dual(value, row, tag, ROW)`` makes a row Dual.
+ROW = _RowMark()
 
 
 class FastPath:
@@ -345,6 +360,7 @@ class Dual(Traced, NumpyOverloads):
             p = self._p = np.array([self._d], dtype=np.float64)
         elif p.__class__ is list:  # a row (see dualad.forward_mode.rows)
             p = self._p = np.array(p, dtype=np.float64)
+            self._d = None
         return p
 
     @partials.setter
@@ -381,8 +397,7 @@ class Dual(Traced, NumpyOverloads):
         return Dual._make(np.copy(self.value), np.copy(self.partials), self.tag)
 
     def __copy__(self) -> Dual:
-        return Dual._make(self.value, self._p, self.tag) if self._d is None \
-            else Dual._scalar(self.value, self._d, self.tag)  # (rows are never written to)
+        return new_dual(self.value, self._p, self.tag, self._d)  # (rows are never written to)
 
     def __deepcopy__(self, memo: dict) -> Dual:
         return self.copy()
@@ -492,14 +507,15 @@ class Dual(Traced, NumpyOverloads):
                 _refresh_fast_paths()
             impl = _GETITEM_PATH.unpacked
         if impl is not None:
-            if type(key) is int:  # y[i] of a vector with a few directions: a row
+            tk = type(key)
+            if tk is int:  # y[i] of a vector with a few directions: a row
                 v, p = self.value, self._p
                 if type(v) is _ND and type(p) is _ND and v.ndim == 1 \
                         and 2 <= p.shape[1] <= ROW_MAX and v.dtype is _F64_DTYPE \
                         and p.dtype is _F64_DTYPE:
-                    return new_dual(v[key], p[key].tolist(), self.tag)
+                    return new_dual(v[key], p[key].tolist(), self.tag, ROW)
                 return impl(self, key)
-            if type(key) in _PLAIN_KEYS or _dual_is_innermost((self, key)):
+            if tk in _PLAIN_KEYS or _dual_is_innermost((self, key)):
                 return impl(self, key)
         return NumpyOverloads.__getitem__(self, key)
 
@@ -510,7 +526,7 @@ class Dual(Traced, NumpyOverloads):
                 and v.dtype is _F64_DTYPE and p.dtype is _F64_DTYPE \
                 and _GETITEM_PATH.unpacked is not None:
             tag = self.tag
-            return iter([new_dual(x, r, tag) for x, r in zip(v, p.tolist())])
+            return iter([new_dual(x, r, tag, ROW) for x, r in zip(v, p.tolist())])
         return NumpyOverloads.__iter__(self)
 
     # -- writing into preallocated arrays ---------------------------------------------
@@ -533,7 +549,7 @@ class Dual(Traced, NumpyOverloads):
                         and len(ip) == p.shape[-1]:  # a row (numpy broadcasts it as (k,))
                     if v.flags.writeable and p.flags.writeable:
                         v[key] = iv
-                        p[partials_key(key)] = ip
+                        p[key if type(key) is int else partials_key(key)] = ip
                         return
             elif ti is float or ti is int or ti is np.float64 or (
                     ti is np.ndarray and item.dtype.kind in "fiub"):
@@ -589,7 +605,13 @@ def _unary_entry(ufunc: Any, x: Dual) -> Any:
     rec = _ACTIVE.get(ufunc)
     if rec is not None:
         d = x._d
-        if d is not None:  # a scalar with one direction
+        if d is ROW:  # a few directions, as a row
+            row = rec.row
+            if row is not None:
+                r = row(x)
+                if r is not None:
+                    return r
+        elif d is not None:  # a scalar with one direction
             sr = rec.scalar
             if sr is not None:
                 v = x.value
@@ -598,12 +620,6 @@ def _unary_entry(ufunc: Any, x: Dual) -> Any:
                     return new_dual(y, None, x.tag, _ZERO)
                 g = sr[1](v, y)[0]
                 return new_dual(y, None, x.tag, _ZERO if g is None else g * d)
-        elif x._p.__class__ is list:  # a few directions, as a row
-            row = rec.row
-            if row is not None:
-                r = row(x)
-                if r is not None:
-                    return r
         lean = rec.lean
         if lean is not None:
             r = lean(x)
@@ -629,10 +645,16 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
             ta, tb = type(a), type(b)
             if ta is Dual:
                 da = a._d
-                if da is not None:
+                if da is ROW:  # a few directions, as a row
+                    row = rec.row
+                    if row is not None:
+                        r = row(a, b)
+                        if r is not None:
+                            return r
+                elif da is not None:
                     if tb is Dual:
                         db = b._d
-                        if db is not None and b.tag is a.tag:
+                        if db is not None and db is not ROW and b.tag is a.tag:
                             va, vb = a.value, b.value
                             v = sr[0](va, vb)
                             ga, gb = sr[1](va, vb, v)
@@ -645,27 +667,21 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
                             return new_dual(v, None, a.tag, _ZERO)
                         g = sr[1](va, b, v)[0]
                         return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
-                elif a._p.__class__ is list:  # a few directions, as a row
+            elif tb is Dual and ta in _PLAIN_SCALARS:
+                db = b._d
+                if db is ROW:
                     row = rec.row
                     if row is not None:
                         r = row(a, b)
                         if r is not None:
                             return r
-            elif tb is Dual and ta in _PLAIN_SCALARS:
-                db = b._d
-                if db is not None:
+                elif db is not None:
                     vb = b.value
                     v = sr[0](a, vb)
                     if db.__class__ is _F64 and db == 0.0:  # NaN-safe
                         return new_dual(v, None, b.tag, _ZERO)
                     g = sr[1](a, vb, v)[1]
                     return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
-                if b._p.__class__ is list:
-                    row = rec.row
-                    if row is not None:
-                        r = row(a, b)
-                        if r is not None:
-                            return r
         lean = rec.lean
         if lean is not None:
             r = lean(a, b)
@@ -880,6 +896,7 @@ def _setitem(target: Dual, key: Any, item: Any) -> None:
         target.partials = target.partials.copy()
     elif target._p.__class__ is list:  # a row
         target._p = np.array(target._p, dtype=np.float64)
+        target._d = None
     elif isinstance(target._p, np.ndarray) and not target._p.flags.writeable:
         target._p = target._p.copy()
     if isinstance(target.value, np.ndarray) and not target.value.flags.writeable:

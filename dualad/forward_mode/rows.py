@@ -31,7 +31,7 @@ import numpy as np
 
 from ..derivatives.kinds import MaskedDerivatives, row_tangent_term, rule_kinds
 from ..derivatives.language import OUTPUT_NAME
-from .dual import ROW_MAX, Dual, new_dual
+from .dual import ROW, ROW_MAX, Dual, new_dual
 
 __all__ = ["ROW_MAX", "row_unary", "row_binary", "stack_rows"]
 
@@ -104,10 +104,10 @@ def row_unary(rule: Any) -> Callable[[Any], Dual | None]:
         if type(y) is not _F64:
             return None
         if need and _isfinite(d):  # term inline, the commonest case
-            return new_dual(y, _SCALE[len(row)](row, float(d)), x.tag)
+            return new_dual(y, _SCALE[len(row)](row, float(d)), x.tag, ROW)
         if term is None:
-            return new_dual(y, [0.0] * len(row), x.tag)
-        return new_dual(y, term(row, d), x.tag)
+            return new_dual(y, [0.0] * len(row), x.tag, ROW)
+        return new_dual(y, term(row, d), x.tag, ROW)
 
     impl.__name__ = f"row_{rule.name}"
     return impl
@@ -151,15 +151,15 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
         if type(y) is not _F64:
             return None
         if sum_pair:
-            return new_dual(y, _ADD[len(ar)](ar, br), tag)
+            return new_dual(y, _ADD[len(ar)](ar, br), tag, ROW)
         if difference_pair:
-            return new_dual(y, _SUB[len(ar)](ar, br), tag)
+            return new_dual(y, _SUB[len(ar)](ar, br), tag, ROW)
         if expr_pair and _isfinite(da) and _isfinite(db):
             da, db = float(da), float(db)
-            return new_dual(y, [x * da + z * db for x, z in zip(ar, br)], tag)
+            return new_dual(y, [x * da + z * db for x, z in zip(ar, br)], tag, ROW)
         ta = None if term_a is None else term_a(ar, da)
         tb = None if term_b is None else term_b(br, db)
-        return new_dual(y, _sum_rows(ta, tb, len(ar)), tag)
+        return new_dual(y, _sum_rows(ta, tb, len(ar)), tag, ROW)
 
     def impl(a: Any, b: Any) -> Dual | None:
         if type(a) is Dual:
@@ -178,9 +178,9 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                 if type(y) is not _F64:
                     return None
                 if sum_pair:
-                    return new_dual(y, _ADD[len(ar)](ar, br), a.tag)
+                    return new_dual(y, _ADD[len(ar)](ar, br), a.tag, ROW)
                 if difference_pair:
-                    return new_dual(y, _SUB[len(ar)](ar, br), a.tag)
+                    return new_dual(y, _SUB[len(ar)](ar, br), a.tag, ROW)
                 if expr_pair:
                     if read_a is not None and read_b is not None:  # x1 * x2: read, not evaluated
                         da = av if read_a == 0 else (bv if read_a == 1 else y)
@@ -188,7 +188,8 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                     else:
                         da, db = d_both(av, bv, y)
                     if _isfinite(da) and _isfinite(db):
-                        return new_dual(y, _AXPY[len(ar)](ar, float(da), br, float(db)), a.tag)
+                        return new_dual(y, _AXPY[len(ar)](ar, float(da), br, float(db)),
+                                        a.tag, ROW)
                 return both(av, ar, bv, br, a.tag)
             if tb not in _CONSTANTS:
                 return None
@@ -205,12 +206,12 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                     else:
                         d = av if read_a == 0 else (b if read_a == 1 else y)
                     if _isfinite(d) and type(y) is _F64:  # term_a inline, the commonest case
-                        return new_dual(y, _SCALE[len(ar)](ar, float(d)), a.tag)
+                        return new_dual(y, _SCALE[len(ar)](ar, float(d)), a.tag, ROW)
                 else:
                     d = None
             if type(y) is not _F64:
                 return None
-            return new_dual(y, [0.0] * len(ar) if term_a is None else term_a(ar, d), a.tag)
+            return new_dual(y, [0.0] * len(ar) if term_a is None else term_a(ar, d), a.tag, ROW)
         if type(b) is Dual and type(a) in _CONSTANTS:
             br = b._p
             if br.__class__ is not list:
@@ -228,12 +229,12 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                     else:
                         d = a if read_b == 0 else (bv if read_b == 1 else y)
                     if _isfinite(d) and type(y) is _F64:  # term_b inline, the commonest case
-                        return new_dual(y, _SCALE[len(br)](br, float(d)), b.tag)
+                        return new_dual(y, _SCALE[len(br)](br, float(d)), b.tag, ROW)
                 else:
                     d = None
             if type(y) is not _F64:
                 return None
-            return new_dual(y, [0.0] * len(br) if term_b is None else term_b(br, d), b.tag)
+            return new_dual(y, [0.0] * len(br) if term_b is None else term_b(br, d), b.tag, ROW)
         return None
 
     impl.__name__ = f"row_{rule.name}"

@@ -217,3 +217,24 @@ def test_a_user_tangent_for_getitem_beats_rows():
     for f, b in zip((by_index, by_unpacking), before):
         np.testing.assert_allclose(ad.jacobian(f, mode="forward")(x), b)
     assert dual_module.active_fast_path(operator.getitem).general is not None
+
+
+def test_rows_and_one_direction_of_one_tag_do_not_mix():
+    from dualad.core.errors import ShapeError
+
+    tag = Tag()
+    a = Dual(np.array([1.0, 2.0]), np.eye(2), tag)[0]
+    one = Dual._scalar(np.float64(3.0), np.float64(1.0), tag)  # k = 1, held as a number
+    for x, y in [(a, one), (one, a)]:
+        with pytest.raises(ShapeError, match="directions"):
+            x * y
+        with pytest.raises(ShapeError, match="directions"):
+            x + y
+
+
+def test_a_materialised_row_is_an_array_dual():
+    a = Dual(np.array([1.0, 2.0]), np.eye(2))[1]
+    p = a.partials
+    p[0] = 5.0  # written in place: later arithmetic sees it
+    np.testing.assert_array_equal((a * 2.0).partials, [10.0, 2.0])
+    np.testing.assert_array_equal(np.sin(a).partials, np.cos(2.0) * np.array([5.0, 1.0]))
