@@ -47,6 +47,19 @@ class _Miss:
 _MISS = _Miss()
 
 
+def _signature(args: tuple) -> tuple | None:
+    """The shapes of arguments that are all float64 arrays or floats, else None."""
+    shapes = []
+    for a in args:
+        if type(a) is np.ndarray and a.dtype == np.float64:
+            shapes.append(a.shape)
+        elif type(a) is float or type(a) is np.float64:
+            shapes.append(None)
+        else:
+            return None
+    return tuple(shapes)
+
+
 class CompiledTape:
     """A :class:`~dualad.tape.Tape` compiled: ``__call__``, ``.grad``,
     ``.value_and_grad`` (per ``argnums``), ``.jvp``, ``.vjp`` and ``.hvp``."""
@@ -59,6 +72,7 @@ class CompiledTape:
         self._codes: dict[int, NumbaProgram | None] = {}
         self._kernels: dict[Any, Callable[..., Any] | None] = {}
         self._told: set[str] = set()
+        self._by_signature: dict[tuple, NumbaProgram] = {}
 
     def __repr__(self) -> str:
         return f"<compiled {self.tape!r}>"
@@ -104,6 +118,15 @@ class CompiledTape:
         tape's replay must answer (traced arguments, trees, code that does not compile)."""
         if recording_paused():
             return _MISS
+        signature = _signature(args)
+        code = self._by_signature.get(signature) if signature is not None else None
+        if code is not None:  # the code last used for arguments like these
+            values = [a if type(a) is np.ndarray and a.ndim == 1 and a.size > 1
+                      else _kernel_input(a) for a in args]
+            try:
+                return run(code, values)
+            except GuardFailed:  # another recording's turn: the general path
+                pass
         tape = self.tape
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced:  # an outer transform traces through: the tape's dispatching replay
@@ -129,7 +152,10 @@ class CompiledTape:
                         self._codes[id(program)] = code
                     if code is None:
                         return _MISS
-                    return run(code, values)
+                    result = run(code, values)
+                    if signature is not None:
+                        self._by_signature[signature] = code
+                    return result
                 except GuardFailed:
                     continue
                 except LoweringError as exc:
@@ -159,13 +185,15 @@ class CompiledTape:
             raise ValueError(f"{name}: {len(args)} argument(s) but {len(tangents)} "
                              f"tangent(s); pass one tangent per argument.")
         for k, (a, t) in enumerate(zip(args, tangents)):
-            if np.shape(t) != np.shape(a):
+            if (t.shape if type(t) is np.ndarray else np.shape(t)) != \
+                    (a.shape if type(a) is np.ndarray else np.shape(a)):
                 raise ShapeError(f"{name}: tangent {k} has shape {np.shape(t)} but its "
                                  f"argument has shape {np.shape(a)}; tangents are shaped "
                                  f"like the arguments.")
 
         def run(code: NumbaProgram, values: list[Any]) -> Any:
-            seeds = [_kernel_input(t) for t in tangents]
+            seeds = [t if type(t) is np.ndarray and t.ndim == 1 and t.size > 1 and
+                     t.dtype == np.float64 else _kernel_input(t) for t in tangents]
             kernel = self._kernel(code, "jvp", tuple(range(len(values))), values=values,
                                   extra=seeds)
             return kernel(*values, *seeds)
