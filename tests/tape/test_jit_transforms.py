@@ -267,3 +267,17 @@ def test_compiled_tape_guards_and_strict_shapes():
     assert tape.recordings == 2
     with pytest.raises(ad.ShapeError, match="strict"):
         compiled.grad(np.ones(4))
+
+
+def test_the_tape_guard_functions_compiled():
+    from tests.tape.test_tape_guards import branch, newton_sqrt
+
+    for f, points in [(branch, (1.5, -1.0, 3.0, -0.1)), (newton_sqrt, (4.0, 1e6, 1.0001, 4.0))]:
+        g = compiled_only(ad.grad(f))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+            for x in points:
+                np.testing.assert_allclose(g(x), ad.grad(f)(x), rtol=1e-12)
+                fd = numerical_jacobian(f, (x,), 0)
+                np.testing.assert_allclose(g(x), np.reshape(fd, ()), rtol=1e-6)
+        assert all(e is not None and e.guarded for e in g._entries.values())
