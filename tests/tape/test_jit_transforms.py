@@ -281,3 +281,27 @@ def test_the_tape_guard_functions_compiled():
                 fd = numerical_jacobian(f, (x,), 0)
                 np.testing.assert_allclose(g(x), np.reshape(fd, ()), rtol=1e-6)
         assert all(e is not None and e.guarded for e in g._entries.values())
+
+
+@pytest.mark.parametrize("transform, args", [
+    (lambda f: ad.grad(f), (0.7,)),
+    (lambda f: ad.value_and_grad(f), (X,)),
+    (lambda f: f, (X,)),
+    (lambda f: ad.jacobian(lambda x: np.sin(x) * x), (0.7,)),
+    (lambda f: ad.value_and_grad(lambda x, y: np.sum(x * y), argnums=(0, 1)), (X, 2.0)),
+])
+def test_results_have_eager_types(transform, args):
+    def same_types(got, want):
+        if isinstance(want, tuple):
+            assert isinstance(got, tuple) and len(got) == len(want)
+            for g, w in zip(got, want):
+                same_types(g, w)
+        else:
+            assert type(got) is type(want) and np.shape(got) == np.shape(want)
+
+    fn = transform(lambda x: np.sum(np.sin(x) * x))
+    want = fn(*args)
+    jitted = compiled_only(fn)
+    for got in (jitted(*args), jitted(*args)):  # the general call, then the fast one
+        same_types(got, want)
+        assert_tree_close(got, want, rtol=1e-14)
