@@ -125,8 +125,8 @@ class CompiledTape:
                       else _kernel_input(a) for a in args]
             try:
                 return run(code, values)
-            except GuardFailed:  # another recording's turn: the general path
-                pass
+            except (GuardFailed, TypeError):  # another recording's turn, or an array
+                pass                          # the code was not compiled for: in general
         tape = self.tape
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced:  # an outer transform traces through: the tape's dispatching replay

@@ -403,6 +403,8 @@ class Jitted:
                 and isinstance(first, (np.ndarray, np.float64))):
             loop = self._batch_loop(entry)
             rows = np.ascontiguousarray(xs.reshape(len(xs), -1))
+            if not rows.flags.writeable:  # the compiled code's one array type
+                rows = rows.copy()
             if rows.shape[1] == 1:
                 rows = rows.reshape(-1)
             others = [_kernel_input(a) for a in args]

@@ -305,3 +305,22 @@ def test_results_have_eager_types(transform, args):
     for got in (jitted(*args), jitted(*args)):  # the general call, then the fast one
         same_types(got, want)
         assert_tree_close(got, want, rtol=1e-14)
+
+
+def test_compiled_tape_and_batch_take_strided_and_read_only_arrays():
+    compiled = ad.record(model, X).compile(fallback="error")
+    jitted = compiled_only(model)
+    jitted(X)
+    compiled.jvp((X,), (Y,))
+    frozen = np.linspace(-1.0, 1.0, 6)
+    frozen.flags.writeable = False
+    for x in (frozen[::2], frozen[:3]):
+        np.testing.assert_allclose(compiled.jvp((x,), (Y,))[1], ad.jvp(model, (x,), (Y,))[1],
+                                   rtol=1e-13)
+        np.testing.assert_allclose(compiled.vjp(x)[1](Y)[0], ad.vjp(model, x)[1](Y)[0],
+                                   rtol=1e-13)
+        np.testing.assert_allclose(jitted(x), model(x), rtol=1e-14)
+    rows = np.stack([X, Y, -X])
+    rows.flags.writeable = False
+    np.testing.assert_allclose(jitted.batch(rows), np.stack([model(r) for r in rows]),
+                               rtol=1e-14)
