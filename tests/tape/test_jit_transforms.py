@@ -188,11 +188,13 @@ def test_compiled_tape_scalar_vjp_and_hvp():
         np.testing.assert_allclose(hv, ad.hvp(scalar_model, x, v), rtol=1e-12)
         H = numerical_jacobian(ad.grad(scalar_model), (x,), 0)
         np.testing.assert_allclose(hv, H @ v, atol=1e-5)
-    # 0-d input
+    assert compiled._hvps[0, 1] is not None  # forward over reverse, recorded and compiled
+    # 0-d input; its recorded hvp does not compile: the reverse kernel on dual numbers
     zero_d = ad.record(lambda t: np.sin(t) * t ** 3, 0.5).compile(fallback="error")
     t = 0.8
     exact = -np.sin(t) * t ** 3 + 6 * np.cos(t) * t ** 2 + 6 * np.sin(t) * t
     np.testing.assert_allclose(zero_d.hvp((t,), 1.5), 1.5 * exact, rtol=1e-12)
+    assert zero_d._hvps[0, 1] is None
 
 
 def test_compiled_tape_falls_back_once_per_method():
