@@ -3,8 +3,10 @@ compiled code.
 
 ``__call__``, ``.grad`` and ``.value_and_grad`` are :func:`~dualad.tape.jit.jit` of the
 tape's function (sharing its recordings); ``.jvp`` runs the forward kernel seeded with the
-given tangents, ``.vjp`` the reverse kernel seeded with the cotangent, and ``.hvp`` the
-compiled reverse kernel on dual numbers (:mod:`dualad.njit`: forward over reverse, exact).
+given tangents, ``.vjp`` the reverse kernel seeded with the cotangent, and ``.hvp``
+forward over reverse, recorded as a program of its own and compiled (where that program
+does not compile: the compiled reverse kernel on dual numbers, :mod:`dualad.njit`; both
+exact).
 Arguments that are trees or not floats, and recordings that do not compile, run the
 tape's own replay with one :class:`~dualad.tape.jit.JitFallbackWarning` per method (or
 :class:`~dualad.tape.jit.JitError` with ``fallback="error"``).
@@ -16,7 +18,7 @@ Example:
     >>> out, tangent = compiled.jvp((np.array([1.0, 2.0]),), (np.array([1.0, 0.0]),))
     >>> round(float(tangent), 4)
     1.3818
-    >>> compiled.hvp((np.array([1.0, 2.0]),), np.array([1.0, 0.0])).round(4)
+    >>> compiled.hvp((np.array([1.0, 2.0]),), np.array([1.0, 0.0])).round(4) + 0.0
     array([0.2391, 0.    ])
 """
 
@@ -47,6 +49,19 @@ class _Miss:
 _MISS = _Miss()
 
 
+def _signature(args: tuple) -> tuple | None:
+    """The shapes of arguments that are all float64 arrays or floats, else None."""
+    shapes = []
+    for a in args:
+        if type(a) is np.ndarray and a.dtype == np.float64:
+            shapes.append(a.shape)
+        elif type(a) is float or type(a) is np.float64:
+            shapes.append(None)
+        else:
+            return None
+    return tuple(shapes)
+
+
 class CompiledTape:
     """A :class:`~dualad.tape.Tape` compiled: ``__call__``, ``.grad``,
     ``.value_and_grad`` (per ``argnums``), ``.jvp``, ``.vjp`` and ``.hvp``."""
@@ -59,6 +74,8 @@ class CompiledTape:
         self._codes: dict[int, NumbaProgram | None] = {}
         self._kernels: dict[Any, Callable[..., Any] | None] = {}
         self._told: set[str] = set()
+        self._by_signature: dict[tuple, NumbaProgram] = {}
+        self._hvps: dict[tuple[int, int], Jitted | None] = {}
 
     def __repr__(self) -> str:
         return f"<compiled {self.tape!r}>"
@@ -104,6 +121,15 @@ class CompiledTape:
         tape's replay must answer (traced arguments, trees, code that does not compile)."""
         if recording_paused():
             return _MISS
+        signature = _signature(args)
+        code = self._by_signature.get(signature) if signature is not None else None
+        if code is not None:  # the code last used for arguments like these
+            values = [a if type(a) is np.ndarray and a.ndim == 1 and a.size > 1
+                      else _kernel_input(a) for a in args]
+            try:
+                return run(code, values)
+            except (GuardFailed, TypeError):  # another recording's turn, or an array
+                pass                          # the code was not compiled for: in general
         tape = self.tape
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced:  # an outer transform traces through: the tape's dispatching replay
@@ -129,7 +155,10 @@ class CompiledTape:
                         self._codes[id(program)] = code
                     if code is None:
                         return _MISS
-                    return run(code, values)
+                    result = run(code, values)
+                    if signature is not None:
+                        self._by_signature[signature] = code
+                    return result
                 except GuardFailed:
                     continue
                 except LoweringError as exc:
@@ -159,13 +188,15 @@ class CompiledTape:
             raise ValueError(f"{name}: {len(args)} argument(s) but {len(tangents)} "
                              f"tangent(s); pass one tangent per argument.")
         for k, (a, t) in enumerate(zip(args, tangents)):
-            if np.shape(t) != np.shape(a):
+            if (t.shape if type(t) is np.ndarray else np.shape(t)) != \
+                    (a.shape if type(a) is np.ndarray else np.shape(a)):
                 raise ShapeError(f"{name}: tangent {k} has shape {np.shape(t)} but its "
                                  f"argument has shape {np.shape(a)}; tangents are shaped "
                                  f"like the arguments.")
 
         def run(code: NumbaProgram, values: list[Any]) -> Any:
-            seeds = [_kernel_input(t) for t in tangents]
+            seeds = [t if type(t) is np.ndarray and t.ndim == 1 and t.size > 1 and
+                     t.dtype == np.float64 else _kernel_input(t) for t in tangents]
             kernel = self._kernel(code, "jvp", tuple(range(len(values))), values=values,
                                   extra=seeds)
             return kernel(*values, *seeds)
@@ -198,9 +229,33 @@ class CompiledTape:
         found = self._run(args, "vjp", run)
         return self.tape.vjp(*args) if found is _MISS else found
 
+    def _recorded_hvp(self, i: int, n: int) -> Jitted | None:
+        """``ad.jit`` of ``(*args, v) -> H v`` (forward over reverse, recorded as a program
+        of its own and compiled like any function), or None once that has failed."""
+        key = (i, n)
+        if key not in self._hvps:
+            from ..forward_mode.transforms import jvp
+            from ..reverse_mode.transforms import grad
+
+            f = self.tape.f
+
+            def hvp(*args_and_v: Any) -> Any:
+                args, v = list(args_and_v[:n]), args_and_v[n]
+
+                def at(xi: Any) -> Any:
+                    args[i] = xi
+                    return f(*args)
+
+                return jvp(grad(at), (args[i],), (v,))[1]
+
+            hvp.__name__ = f"hvp_of_{self.tape.__name__}"
+            self._hvps[key] = Jitted(hvp, "error")
+        return self._hvps[key]
+
     def hvp(self, args: Sequence[Any], v: Any, argnums: Any = 0) -> Any:
         """The Hessian of the scalar output at ``args`` (w.r.t. ``argnums``) applied to
-        ``v``: the compiled reverse kernel run on dual numbers (forward over reverse)."""
+        ``v``: forward over reverse recorded as a program and compiled; where that
+        program does not compile, the compiled reverse kernel run on dual numbers."""
         args = tuple(args)
         name = f"Tape({self.tape.__name__}).compile().hvp"
         nums, single = normalize_argnums(argnums, len(args), name)
@@ -211,6 +266,12 @@ class CompiledTape:
         if np.shape(v) != np.shape(args[i]):
             raise ShapeError(f"{name}: v has shape {np.shape(v)} but argument {i} has shape "
                              f"{np.shape(args[i])}; pass v shaped like the argument.")
+        recorded = self._recorded_hvp(i, len(args))
+        if recorded is not None and not recording_paused():
+            try:
+                return recorded(*args, v)
+            except Exception:  # noqa: BLE001 - the recording or its lowering failed
+                self._hvps[i, len(args)] = None  # from now on: the reverse kernel on duals
         from ..njit import jvp as njit_jvp
         from ..njit.drivers import NjitError
 

@@ -297,7 +297,8 @@ class Jitted:
         aux = bool(self.options.get("has_aux"))
         if kind == "value":
             if len(program.outputs) == 1 and program.out_spec is None:
-                return code.value(), _same
+                scalar = code.low.shapes[code.out] == ()
+                return code.value(), _scalar if scalar else _same
             return code.values(), _outputs(program)
         if kind in ("grad", "value_and_grad"):
             single = isinstance(self.argnums, (int, np.integer))
@@ -307,8 +308,10 @@ class Jitted:
             kernel = code.gradient(wanted, aux=aux)
             if aux:
                 return kernel, _with_aux_gradients(program, kind, single)
+            if single and kind == "grad":  # a number's gradient: a 0-d array, as eager
+                return kernel, _gradient if code.low.shapes[wanted[0]] else _gradient_0d
             if single:
-                return kernel, _gradient if kind == "grad" else _value_and_gradient
+                return kernel, _value_and_gradient
             return kernel, _gradients if kind == "grad" else _value_and_gradients
         if kind == "sparse_jacobian":
             if aux:
@@ -393,13 +396,15 @@ class Jitted:
             return np.empty((0,))
         first = self._call((xs[0],) + args)
         entry = self._fast_entry
-        if (entry is not None and entry.finish in (_same, _square) and xs.dtype == _F8
+        if (entry is not None and entry.finish in (_same, _square, _scalar) and xs.dtype == _F8
                 and all(type(a) in (float, np.float64) or (type(a) is np.ndarray and
                         a.dtype == _F8) for a in args)
                 and len(entry.program.input_leaves) == 1 + len(args)
-                and isinstance(first, np.ndarray)):
+                and isinstance(first, (np.ndarray, np.float64))):
             loop = self._batch_loop(entry)
             rows = np.ascontiguousarray(xs.reshape(len(xs), -1))
+            if not rows.flags.writeable:  # the compiled code's one array type
+                rows = rows.copy()
             if rows.shape[1] == 1:
                 rows = rows.reshape(-1)
             others = [_kernel_input(a) for a in args]
@@ -443,20 +448,33 @@ def _same(r: Any) -> Any:
     return r
 
 
+def _scalar(r: Any) -> Any:
+    return np.float64(r)
+
+
+def _array(v: Any) -> Any:
+    """A result as eager mode hands it back: a number as a 0-d array."""
+    return v if type(v) is np.ndarray else np.asarray(v)
+
+
 def _gradient(r: Any) -> Any:
     return r[1][0]
 
 
+def _gradient_0d(r: Any) -> Any:
+    return np.asarray(r[1][0])
+
+
 def _value_and_gradient(r: Any) -> Any:
-    return r[0], r[1][0]
+    return np.asarray(r[0]), _array(r[1][0])
 
 
 def _gradients(r: Any) -> Any:
-    return tuple(r[1])
+    return tuple(_array(g) for g in r[1])
 
 
 def _value_and_gradients(r: Any) -> Any:
-    return r[0], tuple(r[1])
+    return np.asarray(r[0]), tuple(_array(g) for g in r[1])
 
 
 def _outputs(program: Any) -> Callable[[Any], Any]:
@@ -494,10 +512,10 @@ def _with_aux_gradients(program: Any, kind: str, single: bool) -> Callable[[Any]
     aux = _aux_tree(program)
 
     def finish(r: Any) -> Any:
-        grads = r[1][0] if single else tuple(r[1])
+        grads = _array(r[1][0]) if single else tuple(_array(g) for g in r[1])
         if kind == "grad":
             return grads, aux(r[2])
-        return (r[0], aux(r[2])), grads
+        return (np.asarray(r[0]), aux(r[2])), grads
 
     return finish
 

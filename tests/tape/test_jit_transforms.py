@@ -188,11 +188,13 @@ def test_compiled_tape_scalar_vjp_and_hvp():
         np.testing.assert_allclose(hv, ad.hvp(scalar_model, x, v), rtol=1e-12)
         H = numerical_jacobian(ad.grad(scalar_model), (x,), 0)
         np.testing.assert_allclose(hv, H @ v, atol=1e-5)
-    # 0-d input
+    assert compiled._hvps[0, 1] is not None  # forward over reverse, recorded and compiled
+    # 0-d input; its recorded hvp does not compile: the reverse kernel on dual numbers
     zero_d = ad.record(lambda t: np.sin(t) * t ** 3, 0.5).compile(fallback="error")
     t = 0.8
     exact = -np.sin(t) * t ** 3 + 6 * np.cos(t) * t ** 2 + 6 * np.sin(t) * t
     np.testing.assert_allclose(zero_d.hvp((t,), 1.5), 1.5 * exact, rtol=1e-12)
+    assert zero_d._hvps[0, 1] is None
 
 
 def test_compiled_tape_falls_back_once_per_method():
@@ -267,3 +269,60 @@ def test_compiled_tape_guards_and_strict_shapes():
     assert tape.recordings == 2
     with pytest.raises(ad.ShapeError, match="strict"):
         compiled.grad(np.ones(4))
+
+
+def test_the_tape_guard_functions_compiled():
+    from tests.tape.test_tape_guards import branch, newton_sqrt
+
+    for f, points in [(branch, (1.5, -1.0, 3.0, -0.1)), (newton_sqrt, (4.0, 1e6, 1.0001, 4.0))]:
+        g = compiled_only(ad.grad(f))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+            for x in points:
+                np.testing.assert_allclose(g(x), ad.grad(f)(x), rtol=1e-12)
+                fd = numerical_jacobian(f, (x,), 0)
+                np.testing.assert_allclose(g(x), np.reshape(fd, ()), rtol=1e-6)
+        assert all(e is not None and e.guarded for e in g._entries.values())
+
+
+@pytest.mark.parametrize("transform, args", [
+    (lambda f: ad.grad(f), (0.7,)),
+    (lambda f: ad.value_and_grad(f), (X,)),
+    (lambda f: f, (X,)),
+    (lambda f: ad.jacobian(lambda x: np.sin(x) * x), (0.7,)),
+    (lambda f: ad.value_and_grad(lambda x, y: np.sum(x * y), argnums=(0, 1)), (X, 2.0)),
+])
+def test_results_have_eager_types(transform, args):
+    def same_types(got, want):
+        if isinstance(want, tuple):
+            assert isinstance(got, tuple) and len(got) == len(want)
+            for g, w in zip(got, want):
+                same_types(g, w)
+        else:
+            assert type(got) is type(want) and np.shape(got) == np.shape(want)
+
+    fn = transform(lambda x: np.sum(np.sin(x) * x))
+    want = fn(*args)
+    jitted = compiled_only(fn)
+    for got in (jitted(*args), jitted(*args)):  # the general call, then the fast one
+        same_types(got, want)
+        assert_tree_close(got, want, rtol=1e-14)
+
+
+def test_compiled_tape_and_batch_take_strided_and_read_only_arrays():
+    compiled = ad.record(model, X).compile(fallback="error")
+    jitted = compiled_only(model)
+    jitted(X)
+    compiled.jvp((X,), (Y,))
+    frozen = np.linspace(-1.0, 1.0, 6)
+    frozen.flags.writeable = False
+    for x in (frozen[::2], frozen[:3]):
+        np.testing.assert_allclose(compiled.jvp((x,), (Y,))[1], ad.jvp(model, (x,), (Y,))[1],
+                                   rtol=1e-13)
+        np.testing.assert_allclose(compiled.vjp(x)[1](Y)[0], ad.vjp(model, x)[1](Y)[0],
+                                   rtol=1e-13)
+        np.testing.assert_allclose(jitted(x), model(x), rtol=1e-14)
+    rows = np.stack([X, Y, -X])
+    rows.flags.writeable = False
+    np.testing.assert_allclose(jitted.batch(rows), np.stack([model(r) for r in rows]),
+                               rtol=1e-14)
