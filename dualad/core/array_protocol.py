@@ -131,7 +131,7 @@ _COMBINE = {
 def _reduction_reading(x: Any) -> tuple[str, str] | None:
     """``(numpy function, keyword)`` when ``x`` is being converted to a number by one of
     numpy's reductions of a plain array (``np.sum(a, initial=x)``), else None."""
-    frame = sys._getframe(2)
+    frame: Any = sys._getframe(2)
     for _ in range(6):
         if frame is None:
             return None
@@ -197,7 +197,7 @@ class NumpyOverloads:
                 # np.add(y, z, out=y): computed, then written into the traced array y
                 # (its own write: in place for Duals, numpy's aliasing for graph nodes)
                 del kwargs["out"]
-                out[0][...] = ufunc(*inputs, **kwargs)
+                out[0][...] = ufunc(*inputs, **kwargs)  # type: ignore[index]
                 return out[0]
             _refuse_out(ufunc.__name__, kwargs)
             kwargs.pop("out", None)

@@ -495,6 +495,7 @@ class CachedNode(AbstractNode):
     # (_target: set only once the node turned into an AliasedNode; never read otherwise)
     __slots__ = ("__weakref__", "_target", "args", "kwargs", "level", "op", "output", "pull",
                  "seq")
+    _target: MutableNode
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
         self.op = node.op
