@@ -11,7 +11,7 @@ Example:
     >>> x = np.array([0.1, 0.7])
     >>> y, t = ad.jvp(lambda x: x.astype(np.float32) * 3.0, (x,), (np.ones(2),))
     >>> y.dtype, bool(np.all(y == x.astype(np.float32) * 3.0)), t
-    (dtype('float32'), True, array([3., 3.]))
+    (dtype('float32'), True, array([3., 3.], dtype=float32))
 """
 
 from __future__ import annotations
