@@ -14,6 +14,7 @@ from alias_programs import (
     POINTS,
     X,
     alias_then_in_place,
+    split_pieces_then_in_place,
     view_then_in_place,
 )
 
@@ -258,3 +259,25 @@ def test_the_fast_path_returns_when_no_writable_node_is_left():
         gc.collect()
         assert len(graph._HANDLES) == before, g.__name__
         assert graph._MUTABLE_MADE == bool(before)
+
+
+def test_split_pieces_see_a_later_write_in_reverse_mode_and_tapes():
+    f = split_pieces_then_in_place
+    for x in POINTS:
+        np.testing.assert_allclose(ad.jacobian(f, mode="reverse")(x),
+                                   numerical_jacobian(f, (x,), 0), atol=1e-6)
+    recorded = ad.record(lambda x: np.sum(f(x) ** 2), X)
+    for x in POINTS:
+        np.testing.assert_allclose(recorded.grad(x),
+                                   numerical_jacobian(lambda y: np.sum(f(y) ** 2), (x,), 0),
+                                   atol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known gap in forward mode: np.split's pieces gather the tangent (a copy), so an "
+    "in-place write into the array after the split reaches their values but not their "
+    "tangents"))
+def test_split_pieces_see_a_later_write_in_forward_mode():
+    f = split_pieces_then_in_place
+    np.testing.assert_allclose(ad.jacobian(f, mode="forward")(X),
+                               numerical_jacobian(f, (X,), 0), atol=1e-6)
