@@ -211,3 +211,59 @@ def split_pieces_then_in_place(x):
     a, b = np.split(y, 2)
     y += x * x
     return np.concatenate([b, a])
+
+
+def alias_step(which, a, b, margin=None):
+    """Step ``which`` of the differential guards: in-place writes into computed values seen
+    through other names and views (numpy's aliasing); ``margin(values, threshold)`` is told
+    how near a mask's threshold the values are."""
+    if which == "view":
+        y = a * 1.0
+        v = y[1:]
+        y += b * b
+        return np.concatenate([v, y[:1]])
+    if which == "name":
+        y = a * 2.0
+        other = y
+        y *= b
+        return other + a
+    if which == "reshape_transpose":
+        y = a * b
+        mat = y.reshape(2, 2)
+        t = mat.T
+        y -= np.sin(a)
+        return t.reshape(-1) + mat.ravel()
+    if which == "view_of_view":
+        y = np.tanh(a)
+        v = y[::2]
+        w = v[1:]
+        w *= b[:1]
+        return y + np.concatenate([v, v])
+    if which == "write_through_view":
+        y = a + b
+        v = y[1:3]
+        v += b[:2] * a[:2]
+        return y
+    if which == "item_writes":
+        y = a * b
+        v = y[::2]
+        y[1] = a[0] ** 2
+        y[2] = v[0] * b[3]
+        return y + np.concatenate([v, v])
+    if which == "ufunc_out":
+        y = a * 1.0
+        v = y[:2]
+        np.multiply(y, b, out=y)
+        return y + np.concatenate([v, v])
+    # a masked in-place update of a value another name refers to
+    t = 0.21
+    if margin is not None:
+        margin(a, t)
+    y = b * 1.0
+    other = y
+    y[a > t] += a[a > t] ** 2
+    return other * a
+
+
+ALIAS_FORMS = ["view", "name", "reshape_transpose", "view_of_view", "write_through_view",
+               "item_writes", "ufunc_out", "masked"]
