@@ -273,11 +273,16 @@ def test_split_pieces_see_a_later_write_in_reverse_mode_and_tapes():
                                    atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap in forward mode: np.split's pieces gather the tangent (a copy), so an "
-    "in-place write into the array after the split reaches their values but not their "
-    "tangents"))
-def test_split_pieces_see_a_later_write_in_forward_mode():
-    f = split_pieces_then_in_place
-    np.testing.assert_allclose(ad.jacobian(f, mode="forward")(X),
-                               numerical_jacobian(f, (X,), 0), atol=1e-6)
+@pytest.mark.parametrize("split", [
+    lambda y: np.split(y, 2), lambda y: np.array_split(y, 3), lambda y: np.hsplit(y, 2),
+    lambda y: np.split(y.reshape(2, 2), 2, axis=-1), lambda y: np.vsplit(y.reshape(2, 2), 2),
+    lambda y: np.dsplit(y.reshape(1, 2, 2), [1]),
+], ids=["split", "array_split", "hsplit", "split_axis", "vsplit", "dsplit"])
+def test_split_pieces_see_a_later_write_in_both_modes(split):
+    def f(x):
+        y = x * 1.0
+        pieces = split(y)
+        y += x * x
+        return np.concatenate([np.ravel(p) for p in pieces[::-1]])
+
+    check(f)

@@ -77,9 +77,9 @@ def test_the_pattern_of_a_write_through_a_view_is_exact():
 
 
 def test_pattern_of_split_pieces_written_later():
-    # (forward mode's Jacobian of this program is a known gap: tests/reverse_mode)
     f = split_pieces_then_in_place
     for x in POINTS:
         dense = ad.jacobian(f, mode="reverse")(x)
         pattern = ad.jacobian_sparsity(f)(x).toarray()
         assert not ((dense != 0) & ~pattern).any()
+        np.testing.assert_allclose(ad.sparse_jacobian(f)(x).toarray(), dense, rtol=1e-12)
