@@ -173,10 +173,97 @@ def ufunc_out_into_view(x):
     return y
 
 
-ALIAS_PROGRAMS = [ufunc_out_into_computed, ufunc_out_into_buffer_with_alias,
+def real_part_is_the_array(x):
+    y = x * 1.0
+    r = y.real  # a real array's .real is the array itself
+    y *= 3.0
+    return r * x
+
+
+def alias_in_a_dict_and_a_closure(x):
+    y = x * 1.0
+    d = {"y": y}
+    get = lambda: y  # noqa: E731
+    y += x * x
+    return d["y"] + get() * x
+
+
+def broadcast_and_squeeze_views(x):
+    y = (x * 1.0)[None]
+    b = np.broadcast_to(y, (2, 4))
+    s = np.squeeze(y)
+    y += x
+    return np.concatenate([b.ravel(), s])
+
+
+ALIAS_PROGRAMS = [real_part_is_the_array, alias_in_a_dict_and_a_closure,
+                  broadcast_and_squeeze_views, ufunc_out_into_computed, ufunc_out_into_buffer_with_alias,
                   ufunc_out_into_view, view_of_view, reshape_view, ravel_and_transpose, write_through_view,
                   write_through_view_of_view, views_then_item_write, item_write_into_computed,
                   several_writes_with_reads_between, consumer_before_and_after,
                   in_place_on_a_list_item, alias_in_a_loop, matrix_row_view,
                   in_place_power_and_division, other_is_a_view_of_the_target,
                   writable_copy_then_views, scalar_in_place_rebinds]
+
+
+def split_pieces_then_in_place(x):
+    y = x * 1.0
+    a, b = np.split(y, 2)
+    y += x * x
+    return np.concatenate([b, a])
+
+
+def alias_step(which, a, b, margin=None):
+    """Step ``which`` of the differential guards: in-place writes into computed values seen
+    through other names and views (numpy's aliasing); ``margin(values, threshold)`` is told
+    how near a mask's threshold the values are."""
+    if which == "view":
+        y = a * 1.0
+        v = y[1:]
+        y += b * b
+        return np.concatenate([v, y[:1]])
+    if which == "name":
+        y = a * 2.0
+        other = y
+        y *= b
+        return other + a
+    if which == "reshape_transpose":
+        y = a * b
+        mat = y.reshape(2, 2)
+        t = mat.T
+        y -= np.sin(a)
+        return t.reshape(-1) + mat.ravel()
+    if which == "view_of_view":
+        y = np.tanh(a)
+        v = y[::2]
+        w = v[1:]
+        w *= b[:1]
+        return y + np.concatenate([v, v])
+    if which == "write_through_view":
+        y = a + b
+        v = y[1:3]
+        v += b[:2] * a[:2]
+        return y
+    if which == "item_writes":
+        y = a * b
+        v = y[::2]
+        y[1] = a[0] ** 2
+        y[2] = v[0] * b[3]
+        return y + np.concatenate([v, v])
+    if which == "ufunc_out":
+        y = a * 1.0
+        v = y[:2]
+        np.multiply(y, b, out=y)
+        return y + np.concatenate([v, v])
+    # a masked in-place update of a value another name refers to
+    t = 0.21
+    if margin is not None:
+        margin(a, t)
+    y = b * 1.0
+    other = y
+    y[a > t] += a[a > t] ** 2
+    return other * a
+
+
+ALIAS_FORMS = ["view", "name", "reshape_transpose", "view_of_view", "write_through_view",
+               "item_writes", "ufunc_out", "masked"]

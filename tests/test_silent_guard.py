@@ -1,6 +1,7 @@
 """The standing guard against silent wrong numbers: random programs built from the numpy
 surface where derivatives used to leak (lists of traced values, object arrays, views and
-writes, in-place operators, ufunc methods, foreign array types, integer and boolean
+writes, in-place operators, in-place writes into computed values seen through other names
+and views, ufunc methods, foreign array types, integer and boolean
 intermediates) are differentiated in forward and reverse mode and checked against each
 other and against central finite differences of the plain numpy program.
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from alias_programs import ALIAS_FORMS, alias_step
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
@@ -99,6 +101,9 @@ def _run_step(step: Step, pool: list[Any], margins: list[float]) -> Any:
         else:
             view *= b[lo:hi]
         return buf * a
+    if k == "computed_alias":  # in-place writes into computed values seen through aliases
+        return alias_step(p[2], pool[p[0]], pool[p[1]],
+                          lambda v, at: _margin(v, at, margins))
     if k == "ufunc_at":
         a, b, name, idx = pool[p[0]], pool[p[1]], p[2], np.array(p[3])
         buf = np.copy(a)
@@ -177,7 +182,8 @@ class Program:
 def steps(draw: Any, n: int) -> Step:
     """One step whose operands are earlier values ``0 .. n - 1``."""
     kinds = ["unary", "binary", "list_stack", "object_array", "list_reduce", "concatenate",
-             "view_write", "transpose_write", "in_place", "ufunc_at", "ufunc_method",
+             "view_write", "transpose_write", "in_place", "computed_alias", "ufunc_at",
+             "ufunc_method",
              "axes", "methods", "integer", "boolean"]
     if _HAS_PANDAS or _HAS_XARRAY:
         kinds.append("foreign")
@@ -205,6 +211,8 @@ def steps(draw: Any, n: int) -> Step:
         lo = draw(st.integers(0, N - 1))
         args = (draw(v), draw(v), lo, draw(st.integers(lo, N)),
                 draw(st.sampled_from(["add", "multiply"])))
+    elif kind == "computed_alias":
+        args = (draw(v), draw(v), draw(st.sampled_from(ALIAS_FORMS)))
     elif kind == "ufunc_at":
         args = (draw(v), draw(v), draw(st.sampled_from(["add", "subtract", "multiply"])),
                 tuple(draw(st.lists(i4, min_size=1, max_size=N))))

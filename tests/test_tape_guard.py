@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from alias_programs import ALIAS_FORMS, alias_step
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
@@ -166,7 +167,7 @@ def _run_step(step: Step, pool: list[Any], m: list[float]) -> Any:
     if k == "initial":
         return a * np.sum(b, initial=a[0]) + np.prod(b[:2], initial=a[1])
     if k == "alias":
-        return _alias_step(p[2], a, b, m)
+        return alias_step(p[2], a, b, lambda v, at: _margin(v, at, m))
     if k == "interp":
         xp = np.sort(a)
         _gaps(a, m)
@@ -174,59 +175,6 @@ def _run_step(step: Step, pool: list[Any], m: list[float]) -> Any:
         return b * np.interp(0.3, xp, np.array([1.0, 2.0, 3.0, 5.0]))
     raise AssertionError(k)
 
-
-def _alias_step(which: str, a: Any, b: Any, m: list[float]) -> Any:
-    """In-place writes into computed values seen through other names and views (numpy's
-    aliasing)."""
-    if which == "view":
-        y = a * 1.0
-        v = y[1:]
-        y += b * b
-        return np.concatenate([v, y[:1]])
-    if which == "name":
-        y = a * 2.0
-        other = y
-        y *= b
-        return other + a
-    if which == "reshape_transpose":
-        y = a * b
-        mat = y.reshape(2, 2)
-        t = mat.T
-        y -= np.sin(a)
-        return t.reshape(-1) + mat.ravel()
-    if which == "view_of_view":
-        y = np.tanh(a)
-        v = y[::2]
-        w = v[1:]
-        w *= b[:1]
-        return y + np.concatenate([v, v])
-    if which == "write_through_view":
-        y = a + b
-        v = y[1:3]
-        v += b[:2] * a[:2]
-        return y
-    if which == "item_writes":
-        y = a * b
-        v = y[::2]
-        y[1] = a[0] ** 2
-        y[2] = v[0] * b[3]
-        return y + np.concatenate([v, v])
-    if which == "ufunc_out":
-        y = a * 1.0
-        v = y[:2]
-        np.multiply(y, b, out=y)
-        return y + np.concatenate([v, v])
-    # a masked in-place update of a value another name refers to
-    t = THRESHOLDS[1]
-    _margin(a, t, m)
-    y = b * 1.0
-    other = y
-    y[a > t] += a[a > t] ** 2
-    return other * a
-
-
-ALIAS_FORMS = ["view", "name", "reshape_transpose", "view_of_view", "write_through_view",
-               "item_writes", "ufunc_out", "masked"]
 
 KINDS = ["unary", "binary", "where_index", "nonzero", "method_nonzero", "flatnonzero",
          "argmax", "unravel", "argsort", "mask_select", "np_where", "putmask", "place", "copyto_where",

@@ -36,6 +36,7 @@ import numpy as np
 import plum
 
 from ..core.arguments import is_differentiable_output
+from ..core.arguments import value as _plain_value
 from ..core.array_protocol import (
     BINARY_OPERATORS,
     NumpyOverloads,
@@ -464,6 +465,22 @@ class Dual(Traced, NumpyOverloads):
     # -- Python operators: the ufunc's fast path, else its rule (set below) -----------------
     # -- in-place operators: numpy semantics (the array is updated when possible) ------
     def _inplace(self, result: Any) -> Any:
+        own = self.value
+        if type(own) is np.ndarray:  # numpy keeps the array's shape and dtype kind
+            got = np.shape(_plain_value(result))
+            if got != own.shape:
+                raise ValueError(
+                    f"non-broadcastable output operand with shape {own.shape} doesn't match "
+                    f"the broadcast shape {got} (an in-place operator keeps the array's "
+                    f"shape; write y = y op v for a new array)"
+                )
+            kind = getattr(_plain_value(result), "dtype", own.dtype).kind
+            if kind == "c" and own.dtype.kind != "c":
+                raise TypeError(
+                    f"Cannot cast an in-place operator's complex result to {own.dtype!r} with "
+                    f"casting rule 'same_kind' (as numpy); write y = y op v for a new "
+                    f"complex array."
+                )
         if (
             type(result) is Dual
             and result.tag is self.tag

@@ -191,14 +191,38 @@ def split_rules(func: Any) -> None:
 
     def tangent_impl(x: Any, *args: Any, **kwargs: Any) -> Any:
         values = func(x.value, *args, **kwargs)
-        maps = func(index_map(lambda a: a, shape_of(x.value)), *args, **kwargs)
-        pieces = [Dual._make(v, gather_tangent(x.partials, m), x.tag)
-                  for v, m in zip(values, maps)]
+        partials = _split_partials(func, x, args, kwargs)
+        if partials is None:  # gathered (copies)
+            maps = func(index_map(lambda a: a, shape_of(x.value)), *args, **kwargs)
+            partials = [gather_tangent(x.partials, m) for m in maps]
+        pieces = [Dual._make(v, p, x.tag) for v, p in zip(values, partials)]
         return type(values)(pieces) if isinstance(values, tuple) else pieces
 
     grad_impl.__name__ = tangent_impl.__name__ = f"_{func.__name__}"
     gradient_rule(func)(grad_impl)
     tangent_rule(func)(tangent_impl)
+
+
+def _split_partials(func: Any, x: Any, args: tuple, kwargs: dict) -> list | None:
+    """The pieces of ``x``'s partials split as its value is, as views of them (numpy's
+    split pieces are views: a later in-place write into ``x`` reaches them), or None."""
+    partials, ndim = x.partials, np.ndim(x.value)
+    if not isinstance(partials, np.ndarray) or ndim == 0:
+        return None
+    if func in (np.split, np.array_split):
+        p = bind(("ary", "indices_or_sections", "axis"), (x, *args), kwargs)
+        axis = p.get("axis", 0)
+        split, sections = func, p["indices_or_sections"]
+    elif func in (np.hsplit, np.vsplit, np.dsplit):
+        if len(args) != 1 or kwargs:
+            return None
+        axis = {np.hsplit: 1 if ndim > 1 else 0, np.vsplit: 0, np.dsplit: 2}[func]
+        split, sections = np.split, args[0]
+    else:
+        return None
+    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
+        return None
+    return list(split(partials, sections, axis=int(axis) % ndim))
 
 
 for _f in (np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit):

@@ -23,10 +23,11 @@ before the write recorded the state they saw, so reading and writing may interle
     array([1.75, 1.5 , 1.  ])
 
 Each write copies the array (O(n) per write), the price of keeping every earlier state
-for the reverse pass. Writing into a differentiated argument or into any other computed
-node is a TypeError that says to allocate with ``np.empty_like`` / ``np.copy`` first;
-writing a traced value into a plain ``np.empty(n)`` array is a TypeError too (it would
-drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.forward_mode.dual`).
+for the reverse pass. A computed value written into (``y[i] = ...``, ``y += v``) becomes
+such a node when the write needs it (:mod:`dualad.reverse_mode.aliases`); writing into a
+differentiated argument is a TypeError that says to allocate with ``np.empty_like`` /
+``np.copy`` first; writing a traced value into a plain ``np.empty(n)`` array is a
+TypeError too (it would drop the derivative). Forward mode's Duals write in place (see :mod:`dualad.forward_mode.dual`).
 ``np.copyto``, ``np.put``, ``np.put_along_axis``, ``np.fill_diagonal``, ``np.putmask``
 and ``np.place`` on a writable node are writes as well.
 """

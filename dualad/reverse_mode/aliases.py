@@ -83,7 +83,7 @@ def _shares(view: Any, base: Any) -> bool:
     array, part = base.output, view.output
     if type(array) is np.ndarray and type(part) is np.ndarray:
         owner = part.base  # numpy's views refer to the array that owns the memory
-        return owner is not None and (owner is array or owner is array.base)
+        return part is array or owner is not None and (owner is array or owner is array.base)
     array = value(array)  # in forward-over-reverse the outputs are Duals
     return type(array) is np.ndarray and np.may_share_memory(value(part), array)
 
@@ -94,12 +94,14 @@ def note_item_view(base: Any, view: CachedNode, key: Any) -> None:
         _note(base, view, key, None)
 
 
-def note_function_view(func: Any, view: CachedNode, args: tuple, kwargs: dict) -> None:
-    """``view = func(*args, **kwargs)`` (``np.reshape``, ``np.transpose``, ...) shares the
-    memory of a computed argument: note it on that argument."""
+def note_function_view(func: Any, view: CachedNode, args: tuple, kwargs: dict,
+                       item: int | None) -> None:
+    """``view = func(*args, **kwargs)`` (``np.reshape``, ``np.transpose``, ...; item
+    ``item`` of a list of results, ``np.split``) shares the memory of a computed argument:
+    note it on that argument."""
     for i, a in enumerate(args):
         if _shares(view, a):  # the note must not keep the base alive: args without it
-            _note(a, view, None, (func, args[:i] + (None,) + args[i + 1:], i, kwargs))
+            _note(a, view, None, (func, args[:i] + (None,) + args[i + 1:], i, kwargs, item))
             return
 
 
@@ -107,8 +109,9 @@ def _remake(target: MutableNode, key: Any, call: Any) -> Any:
     """The noted view of a base, made again from the writable node ``target``."""
     if call is None:
         return target[key]
-    func, args, i, kwargs = call
-    return func(*args[:i], target, *args[i + 1:], **kwargs)
+    func, args, i, kwargs, item = call
+    result = func(*args[:i], target, *args[i + 1:], **kwargs)
+    return result if item is None else result[item]
 
 
 def _base_of(node: CachedNode) -> CachedNode | None:

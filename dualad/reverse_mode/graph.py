@@ -410,12 +410,19 @@ def _noted_view(func: Any, args: tuple, kwargs: dict, result: Any) -> Any:
     """``result`` of a numpy function on graph nodes, as numpy's aliasing has it: a view
     of a writable node is a writable view of it; a view of a computed value is noted on
     that value (``np.reshape(y)``, ``y.T``), so later writes into it reach the view."""
-    if _MUTABLE_MADE and type(result) is CachedNode:
+    if _MUTABLE_MADE and (type(result) is CachedNode or type(result) in (list, tuple)):
         result = _function_view(func, args, kwargs, result)
-    if type(result) is CachedNode and (type(result.output) is _ND
-                                       and result.output.base is not None
-                                       or isinstance(result.output, Traced)):
-        _ALIAS_HOOKS[3](func, result, args, kwargs)
+    if type(result) is CachedNode:
+        out = result.output
+        if type(out) is _ND and (out.base is not None
+                                 or bool(args) and out is _output_of(args[0])) \
+                or isinstance(out, Traced):  # np.reshape(y), y.T, np.real(y): a view?
+            _ALIAS_HOOKS[3](func, result, args, kwargs, None)
+    elif type(result) in (list, tuple):  # np.split(y, 2): views of y?
+        for i, r in enumerate(result):
+            if type(r) is CachedNode and (type(r.output) is _ND and r.output.base is not None
+                                          or isinstance(r.output, Traced)):
+                _ALIAS_HOOKS[3](func, r, args, kwargs, i)
     return result
 
 
@@ -567,8 +574,12 @@ class CachedNode(AbstractNode):
         return _ALIAS_HOOKS[0](self, np.matmul, other)
 
 
+def _output_of(node: Any) -> Any:
+    return node.output if isinstance(node, CachedNode) else None
+
+
 # Set by dualad.reverse_mode.aliases: in_place(node, ufunc, other), note_item_view(base,
-# view, key), set_item(node, key, item), note_function_view(func, view, args, kwargs).
+# view, key), set_item(node, key, item), note_function_view(func, view, args, kwargs, item).
 _ALIAS_HOOKS: list[Any] = []
 
 
@@ -743,12 +754,15 @@ def _targets(args: tuple) -> tuple:
 _NOT_INDEXED = object()
 
 
-def _function_view(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
+def _function_view(func: Any, args: tuple, kwargs: dict, out: Any, item: Any = None) -> Any:
     """``out = func(*args, **kwargs)`` as a view of the writable node among ``args`` when
-    numpy's result shares its memory (``x.T``, ``np.reshape``), else ``out`` unchanged.
+    numpy's result shares its memory (``x.T``, ``np.reshape``; each item of ``np.split``'s
+    list: ``out`` is item ``item`` of the result), else ``out`` unchanged.
 
     A write into such a view reaches its base through the base's entries the view shows,
     found by applying ``func`` to the base's flat indices."""
+    if type(out) in (list, tuple) and item is None:
+        return type(out)(_function_view(func, args, kwargs, o, j) for j, o in enumerate(out))
     if type(out) is not CachedNode:
         return out
     for i, a in enumerate(args):
@@ -756,7 +770,8 @@ def _function_view(func: Any, args: tuple, kwargs: dict, out: Any) -> Any:
             def recompute(state: Any, i: int = i) -> Any:
                 call = list(args)
                 call[i] = state
-                return func(*call, **kwargs)
+                result = func(*call, **kwargs)
+                return result if item is None else result[item]
 
             key: Any = _NOT_INDEXED
             shape = a.shape

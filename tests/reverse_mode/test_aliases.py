@@ -14,6 +14,7 @@ from alias_programs import (
     POINTS,
     X,
     alias_then_in_place,
+    split_pieces_then_in_place,
     view_then_in_place,
 )
 
@@ -139,8 +140,9 @@ def test_in_place_keeps_shape_and_dtype_as_numpy():
 
     with pytest.raises(ValueError, match="non-broadcastable output operand"):
         grows(X)
-    with pytest.raises(ValueError, match="non-broadcastable output operand"):
-        ad.jacobian(grows, mode="reverse")(X)
+    for mode in ("forward", "reverse"):
+        with pytest.raises(ValueError, match="non-broadcastable output operand"):
+            ad.jacobian(grows, mode=mode)(X)
 
     def complex_into_real(x):
         y = x * 1.0
@@ -149,8 +151,9 @@ def test_in_place_keeps_shape_and_dtype_as_numpy():
 
     with pytest.raises(TypeError, match="same_kind"):
         complex_into_real(X)
-    with pytest.raises(TypeError, match="same_kind"):
-        ad.jacobian(complex_into_real, mode="reverse")(X)
+    for mode in ("forward", "reverse"):
+        with pytest.raises(TypeError, match="same_kind"):
+            ad.jacobian(complex_into_real, mode=mode)(X)
 
 
 def test_float32_in_place_stays_float32():
@@ -258,3 +261,30 @@ def test_the_fast_path_returns_when_no_writable_node_is_left():
         gc.collect()
         assert len(graph._HANDLES) == before, g.__name__
         assert graph._MUTABLE_MADE == bool(before)
+
+
+def test_split_pieces_see_a_later_write_in_reverse_mode_and_tapes():
+    f = split_pieces_then_in_place
+    for x in POINTS:
+        np.testing.assert_allclose(ad.jacobian(f, mode="reverse")(x),
+                                   numerical_jacobian(f, (x,), 0), atol=1e-6)
+    recorded = ad.record(lambda x: np.sum(f(x) ** 2), X)
+    for x in POINTS:
+        np.testing.assert_allclose(recorded.grad(x),
+                                   numerical_jacobian(lambda y: np.sum(f(y) ** 2), (x,), 0),
+                                   atol=1e-5)
+
+
+@pytest.mark.parametrize("split", [
+    lambda y: np.split(y, 2), lambda y: np.array_split(y, 3), lambda y: np.hsplit(y, 2),
+    lambda y: np.split(y.reshape(2, 2), 2, axis=-1), lambda y: np.vsplit(y.reshape(2, 2), 2),
+    lambda y: np.dsplit(y.reshape(1, 2, 2), [1]),
+], ids=["split", "array_split", "hsplit", "split_axis", "vsplit", "dsplit"])
+def test_split_pieces_see_a_later_write_in_both_modes(split):
+    def f(x):
+        y = x * 1.0
+        pieces = split(y)
+        y += x * x
+        return np.concatenate([np.ravel(p) for p in pieces[::-1]])
+
+    check(f)
