@@ -131,6 +131,8 @@ def _side(kind: str, term: Any) -> Callable[[Any, Any, Any], Any]:
         return side
     # one / minus_one: the term is linear in grad, so it is summed down first (fewer
     # entries to negate)
+    if kind == "one":
+        return lambda grad, d, a: _fit(grad, a)
     return lambda grad, d, a: term(_fit(grad, a), d)
 
 

@@ -324,7 +324,15 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
         refused = _REFUSED.get(type(op))
         if refused:
             _refuse_traced(op, refused, args, level)
-        return CachedNode.recorded(op, args, kwargs, out, level)
+        node = _new(CachedNode)
+        node.op = op
+        node.args = args
+        node.kwargs = kwargs
+        node.output = out
+        node.level = level
+        node.seq = _next_seq()
+        node.pull = None
+        return node
     return _record_result(op, args, kwargs, tuple(values), out, level)
 
 
