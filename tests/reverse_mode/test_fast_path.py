@@ -22,6 +22,9 @@ FUNCTIONS = {
     "power": lambda x: x ** 3 + 2.0 ** x + (x * x) ** 0.5 - np.hypot(x, 2.0),
     "negative": lambda x: -np.sin(-x) + np.maximum(x, 0.2) * np.arctan2(x, 1.5),
     "ints": lambda x: 3 * x - x * 2 + x ** 2 + 1 / (x + 3),
+    "zero derivatives": lambda x: np.floor(x) * 0.5 + x * np.sign(x) - np.copysign(x, -1.0),
+    "mixed kinds": lambda x: ((np.sin(x) - x * x) - np.fmod(x * x, 1.7) * (2.0 - np.cos(x))
+                              + np.fmod(x * 3.0, x + 2.5)),
 }
 
 
