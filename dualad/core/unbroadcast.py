@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -31,9 +32,12 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     extra = len(gshape) - len(shape)
     if extra < 0:
         return np.broadcast_to(grad, shape)
+    # ndarray.sum is np.sum without its Python-level wrapper (the same reduction)
+    total = grad.sum if type(grad) is np.ndarray else functools.partial(np.sum, grad)
     if extra:
-        grad = np.sum(grad, axis=tuple(range(extra)))
+        grad = total(axis=tuple(range(extra)))
+        total = grad.sum if type(grad) is np.ndarray else functools.partial(np.sum, grad)
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and gshape[extra + i] != 1)
     if axes:
-        grad = np.sum(grad, axis=axes, keepdims=True)
+        grad = total(axis=axes, keepdims=True)
     return grad

@@ -1,7 +1,10 @@
 """Reverse mode: graph objects, the reverse pass, gradient rules of the tables, transforms.
 
-graph (``Variable``, ``Node``, ``CachedNode``), aliases (in-place writes reach every name
-and view of a computed value, as in numpy), backward (the iterative reverse pass),
+graph (``Variable``, ``Node``, ``CachedNode``; ``record_call``, the one entry of numpy's
+protocols and Python's operators), fast_path (one record per operator and value types: how
+a call is evaluated, and the scalar pullbacks of table rules on float64 numbers), aliases
+(in-place writes reach every name and view of a computed value, as in numpy), backward
+(the iterative reverse pass),
 elementwise (gradient methods made from the rule tables), rules (``gradient_rule``),
 transforms (``grad``, ``value_and_grad``, ``vjp``, the reverse Jacobian).
 """

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import operator
 import threading
 from collections.abc import Iterable
 from heapq import heappop, heappush
@@ -41,6 +42,7 @@ from .graph import (
 __all__ = ["topological_order", "reverse_pass", "default_seed"]
 
 _SEQUENCES = (list, tuple)
+_SEQ = operator.attrgetter("seq")
 _F64 = np.float64
 _ND = np.ndarray
 
@@ -68,7 +70,7 @@ def topological_order(roots: Iterable[AbstractNode]) -> list[AbstractNode]:
     were recorded before it), found by an iterative walk and one sort.
     """
     leaves: list[AbstractNode] = []
-    calls: list[tuple[int, int, CachedNode]] = []
+    calls: list[CachedNode] = []
     visited: set[int] = set()
     for root in roots:
         if id(root) in visited:
@@ -81,13 +83,15 @@ def topological_order(roots: Iterable[AbstractNode]) -> list[AbstractNode]:
             if not isinstance(node, CachedNode):
                 leaves.append(node)
                 continue
-            calls.append((node.seq, len(calls), node))
-            for p in _parents(node, level):
-                if id(p) not in visited:
+            calls.append(node)
+            # a node with a scalar pullback: its node arguments are its parents
+            parents = node.args if node.pull is not None else _parents(node, level)
+            for p in parents:
+                if id(p) not in visited and isinstance(p, AbstractNode):
                     visited.add(id(p))
                     stack.append(p)
-    calls.sort()
-    return leaves + [node for _, _, node in calls]
+    calls.sort(key=_SEQ)
+    return leaves + calls  # type: ignore[operator]
 
 
 def default_seed(output: Any) -> Any:

@@ -129,7 +129,11 @@ def _side(kind: str, term: Any) -> Callable[[Any, Any, Any], Any]:
                 return r
             return _fit(r, a)
         return side
-    return lambda grad, d, a: _fit(term(grad, d), a)
+    # one / minus_one: the term is linear in grad, so it is summed down first (fewer
+    # entries to negate)
+    if kind == "one":
+        return lambda grad, d, a: _fit(grad, a)
+    return lambda grad, d, a: term(_fit(grad, a), d)
 
 
 def _binary_gradient(rule: ElementwiseRule, kinds: tuple, terms: tuple,

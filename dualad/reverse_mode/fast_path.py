@@ -35,7 +35,7 @@ import numpy as np
 import plum
 
 from ..core.dispatch import forward, gradient
-from ..derivatives.kinds import MaskedDerivatives, rule_kinds
+from ..derivatives.kinds import MaskedDerivatives, cotangent_term, rule_kinds
 
 __all__ = ["FastPath", "PLAIN_VALUES", "RECORDS", "SCALAR_TYPES", "fast_path", "register_table_gradient"]
 
@@ -149,14 +149,13 @@ def _scalar_pulls(types: tuple) -> tuple | None:
 
 
 def _term(kind: str, i: int) -> Callable[[Any, Any], Any]:
-    """``term(grad, ds)``: the gradient of argument ``i`` for a derivative of ``kind``."""
-    if kind == "expr":
-        return lambda g, ds: g * ds[i]
-    if kind == "one":
-        return lambda g, ds: g
-    if kind == "minus_one":
-        return lambda g, ds: -g
-    return lambda g, ds: _ZERO
+    """``term(grad, ds)``: the gradient of argument ``i`` for a derivative of ``kind``
+    (``ds``: the derivatives, or None when none is an expression); the kind switch is
+    :func:`~dualad.derivatives.kinds.cotangent_term`'s."""
+    term = cotangent_term(kind)
+    if term is None:  # zero
+        return lambda g, ds: _ZERO
+    return lambda g, ds: term(g, None if ds is None else ds[i])
 
 
 def _pull(kinds: tuple, needed: tuple, masked: MaskedDerivatives, quiet: bool

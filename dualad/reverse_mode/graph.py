@@ -248,15 +248,7 @@ def _record_scalar(op: Operator, args: tuple, types: tuple, va: Any, vb: Any, ma
                 if pull is not None:
                     if recording_paused():
                         return out
-                    node = _new(CachedNode)
-                    node.op = op
-                    node.args = args
-                    node.kwargs = _NO_KEYWORDS
-                    node.output = out
-                    node.level = level
-                    node.seq = _next_seq()
-                    node.pull = pull
-                    return node
+                    return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
     return _record_values(op, args)
 
 
@@ -307,15 +299,7 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
         if pull is not None:  # a table rule on float64 numbers
             if recording_paused():
                 return out
-            node = _new(CachedNode)
-            node.op = op
-            node.args = args
-            node.kwargs = _NO_KEYWORDS
-            node.output = out
-            node.level = level
-            node.seq = _next_seq()
-            node.pull = pull
-            return node
+            return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
     if to is _F64 or to is _ND and out.dtype.kind in "fc":
         if recording_paused():
             return out
@@ -515,7 +499,7 @@ class CachedNode(AbstractNode):
 
     @classmethod
     def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
-                 level: int) -> _Node:
+                 level: int, pull: Any = None) -> _Node:
         """Build a node from a call's parts without an intermediate :class:`Node`."""
         self = _new(cls)
         self.op = op
@@ -524,7 +508,7 @@ class CachedNode(AbstractNode):
         self.output = output
         self.level = level
         self.seq = _next_seq()
-        self.pull = None
+        self.pull = pull
         return self
 
     @property

@@ -161,8 +161,11 @@ def _name(f: Any) -> str:
 
 
 def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fname: str,
-                    transform: str, holomorphic: bool = False) -> Callable[..., Any]:
-    """``value_and_grad``, with errors naming ``fname`` (the transform the user called)."""
+                    transform: str, holomorphic: bool = False,
+                    value_wanted: bool = True) -> Callable[..., Any]:
+    """``value_and_grad``, with errors naming ``fname`` (the transform the user called);
+    ``value_wanted=False`` (``grad``): the value of a recorded real number is not converted
+    for the user (it is dropped)."""
     guarded = guard_opaque_calls(f, fname)
 
     checked: dict[int, tuple[tuple[int, ...], bool]] = {}  # argument count -> argnums
@@ -181,7 +184,7 @@ def _value_and_grad(f: Callable[..., Any], argnums: Argnums, has_aux: bool, fnam
         if type(out) is CachedNode and type(out.output) is np.float64 \
                 and out.level == inputs.level:  # the common case: a recorded real number
             grads = inputs.gradients(reverse_pass({id(out): (out, np.float64(1.0))}))
-            value = to_user(out.output)
+            value = to_user(out.output) if value_wanted else None
             if has_aux:
                 value = (value, call.aux())
             return value, (grads[0] if single else tuple(grads))
@@ -248,7 +251,8 @@ def grad(f: Callable[..., Any], argnums: Argnums = 0, *,
 def named_grad(f: Callable[..., Any], argnums: Argnums, fname: str, transform: str, *,
                has_aux: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """``grad(f, argnums)`` whose errors name ``fname`` (e.g. ``hessian(f)``, built on it)."""
-    vg = _value_and_grad(f, argnums, has_aux, fname, transform, holomorphic)
+    vg = _value_and_grad(f, argnums, has_aux, fname, transform, holomorphic,
+                         value_wanted=False)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:

@@ -325,15 +325,27 @@ def _scalar_operation(node: CachedNode, pull: Any, slot_of: dict[int, int]) -> O
     e = Operation()
     e.op = node.op
     args = node.args
-    template = list(args)
-    refs = []
-    for pos, a in enumerate(args):
-        s = slot_of.get(id(a))
-        if s is not None:
-            template[pos] = None
-            refs.append((pos, s))
-    e.template = template
-    e.refs = tuple(refs)
+    sa = sb = None
+    if len(args) == 2:
+        a, b = args
+        sa, sb = slot_of.get(id(a)), slot_of.get(id(b))
+    if sa is not None or sb is not None:
+        if sa is None:
+            e.template, e.refs = [a, None], ((1, sb),)
+        elif sb is None:
+            e.template, e.refs = [None, b], ((0, sa),)
+        else:
+            e.template, e.refs = [None, None], ((0, sa), (1, sb))
+    else:
+        template = list(args)
+        refs = []
+        for pos, a in enumerate(args):
+            s = slot_of.get(id(a))
+            if s is not None:
+                template[pos] = None
+                refs.append((pos, s))
+        e.template = template
+        e.refs = tuple(refs)
     e.seqs = ()
     e.kw = {}
     e.kw_refs = ()

@@ -22,6 +22,9 @@ FUNCTIONS = {
     "power": lambda x: x ** 3 + 2.0 ** x + (x * x) ** 0.5 - np.hypot(x, 2.0),
     "negative": lambda x: -np.sin(-x) + np.maximum(x, 0.2) * np.arctan2(x, 1.5),
     "ints": lambda x: 3 * x - x * 2 + x ** 2 + 1 / (x + 3),
+    "zero derivatives": lambda x: np.floor(x) * 0.5 + x * np.sign(x) - np.copysign(x, -1.0),
+    "mixed kinds": lambda x: ((np.sin(x) - x * x) - np.fmod(x * x, 1.7) * (2.0 - np.cos(x))
+                              + np.fmod(x * 3.0, x + 2.5)),
 }
 
 
@@ -168,3 +171,59 @@ def test_deep_scalar_chains():
             x = x * 0.9999 + 0.0001
         return x
     np.testing.assert_allclose(ad.grad(f)(np.float64(1.0)), 0.9999 ** n, rtol=1e-9)
+
+
+# -- array calls entering record_call directly ------------------------------------------
+
+
+def test_functions_with_constant_keywords_are_recorded_directly():
+    x = ad.Variable(np.arange(6.0).reshape(2, 3))
+    y = np.sum(x * x, axis=1, keepdims=True)
+    assert isinstance(y.op, ad.Method[np.sum]) and y.kwargs == {"axis": 1, "keepdims": True}
+    m = x.max(axis=0)
+    assert isinstance(m.op, ad.Method[np.max]) and m.kwargs == {"axis": 0}
+
+    def f(x):
+        return np.sum(np.sum(x * x, axis=1, keepdims=True) * np.max(x, axis=(0,))[0]
+                      + np.trace(x[:, :2]))
+
+    x0 = np.array([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]])
+    np.testing.assert_allclose(ad.grad(f)(x0), numerical_jacobian(f, [x0], 0), rtol=1e-6)
+    gradcheck(f, x0)
+
+
+def test_traced_keywords_and_out_still_take_the_general_path():
+    x0 = np.array([0.5, 1.5, -2.0])
+    # a traced initial= (a hook rewrites the call), a traced keyword, out=
+    f = lambda x: np.max(x, initial=x[1] * 2.0)  # noqa: E731
+    np.testing.assert_allclose(ad.grad(f)(x0), [0.0, 2.0, 0.0])
+    g = lambda x: np.sum(np.diff(x, prepend=x[0] * 3.0))  # noqa: E731
+    np.testing.assert_allclose(ad.grad(g)(x0), numerical_jacobian(g, [x0], 0), atol=1e-8)
+    with pytest.raises(TypeError, match="out="):
+        ad.grad(lambda x: np.sum(np.sum(x, axis=0, out=np.zeros(()))))(x0)
+
+
+def test_matrix_products_on_nodes():
+    rng = np.random.default_rng(1)
+    a0, b0 = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    a, b = ad.Variable(a0), ad.Variable(b0)
+    for y in (a @ b, a @ b0, a0 @ b, np.matmul(a, b)):
+        assert isinstance(y.op, ad.Method[np.matmul])
+        np.testing.assert_allclose(y.output, a0 @ b0)
+
+    def f(a, b):
+        return np.sum(np.tanh(a @ b) @ b.T * a)
+
+    for i in (0, 1):
+        np.testing.assert_allclose(ad.grad(f, argnums=i)(a0, b0),
+                                   numerical_jacobian(f, [a0, b0], i), rtol=1e-6, atol=1e-9)
+    gradcheck(f, a0, b0)
+
+
+def test_recorded_tapes_of_scalar_chains_replay_exactly():
+    from dualad.tape import record
+
+    f = FUNCTIONS["both traced"]
+    tape = record(f, np.float64(0.4))
+    for x0 in (0.4, 1.3, -0.7):
+        np.testing.assert_allclose(tape.grad(x0), ad.grad(f)(np.float64(x0)), rtol=1e-13)
