@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -525,8 +526,7 @@ class Dual(Traced, NumpyOverloads):
         if type(v) is _ND and type(p) is _ND and v.ndim == 1 and 2 <= p.shape[1] <= ROW_MAX \
                 and v.dtype is _F64_DTYPE and p.dtype is _F64_DTYPE \
                 and _GETITEM_PATH.unpacked is not None:
-            tag = self.tag
-            return iter([new_dual(x, r, tag, ROW) for x, r in zip(v, p.tolist())])
+            return map(new_dual, v, p.tolist(), repeat(self.tag), repeat(ROW))
         return NumpyOverloads.__iter__(self)
 
     # -- writing into preallocated arrays ---------------------------------------------
