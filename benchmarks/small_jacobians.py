@@ -17,9 +17,8 @@ XLABEL = "states"
 DESCRIPTION = """
 One dense Jacobian of a small right-hand side at a perturbed initial state: the public stiff
 test set as packages write it (benchmarks/stiff_problems.py: tuple unpacking and
-np.array([...]) of scalars, np.empty / np.zeros buffers filled entry by entry), the same
-models as users write them (benchmarks/stiff_models.py: y[i] and np.array([...]),
-np.zeros_like filled by index), and Lorenz-96 at n = 10 (np.roll). Baseline: the
+np.array([...]) of scalars, np.empty / np.zeros buffers filled entry by entry), and
+Lorenz-96 at n = 10 (np.roll). Baseline: the
 Jacobian written by hand. dualad: ad.ode_jacobian(f) (forward mode; Lorenz-96:
 ad.jacobian(f) with mode="auto", which remembers its choice per argument signature after
 one trial call). References: scipy's 2-point finite differences (approx_derivative), and
@@ -38,7 +37,6 @@ def _fd(rhs, y):
 
 def _problems():
     """(case, states, rhs(t, y), hand-written jac(t, y), point)."""
-    from .stiff_models import MODELS
     from .stiff_problems import PROBLEMS
 
     rng = np.random.default_rng(7)
@@ -47,9 +45,7 @@ def _problems():
         if p.n > 30:
             continue
         y = p.y0 * (1.0 + 0.05 * rng.random(p.n)) + 1e-3 * rng.random(p.n)
-        out.append((f"{p.name} (test set)", p.n, p.rhs, p.jac, y))
-    for name, f, jac, y0 in MODELS:
-        out.append((f"{name} (as users write it)", y0.size, f, jac, y0))
+        out.append((p.name, p.n, p.rhs, p.jac, y))
     return out
 
 

@@ -537,13 +537,10 @@ class Dual(Traced, NumpyOverloads):
         return NumpyOverloads.__getitem__(self, key)
 
     def __iter__(self) -> Any:
-        # ``y1, y2, y3 = y``: rows for a vector with a few directions, else ``self[i]``
-        v, p = self.value, self._p
-        if type(v) is _ND and type(p) is _ND and v.ndim == 1 and 2 <= p.shape[1] <= ROW_MAX \
-                and v.dtype is _F64_DTYPE and p.dtype is _F64_DTYPE \
-                and _GETITEM_PATH.unpacked is not None:
-            tag = self.tag
-            return iter([new_dual(x, r, tag, ROW) for x, r in zip(v, p.tolist())])
+        # ``y1, y2, y3 = y``: ``y[0], y[1], ...`` read one at a time, as numpy iterates
+        # (writes into ``y`` during the loop are seen)
+        if type(self.value) is _ND and self.value.ndim == 1:
+            return _iterate_vector(self)
         return NumpyOverloads.__iter__(self)
 
     # -- writing into preallocated arrays ---------------------------------------------
@@ -575,6 +572,20 @@ class Dual(Traced, NumpyOverloads):
                     p[partials_key(key)] = 0.0
                     return
         _setitem(self, key, item)
+
+
+def _iterate_vector(x: Dual) -> Any:
+    """``x[0], x[1], ...`` for a 1-D ``x``: rows made here while ``x`` holds plain float64
+    arrays with a few directions (the getitem fast path's test), else ``x[i]``."""
+    tag = x.tag
+    for i in range(x.value.shape[0]):
+        v, p = x.value, x._p
+        if type(v) is _ND and type(p) is _ND and 2 <= p.shape[-1] <= ROW_MAX \
+                and v.dtype is _F64_DTYPE and p.dtype is _F64_DTYPE \
+                and _GETITEM_PATH.unpacked is not None:
+            yield new_dual(v[i], p[i].tolist(), tag, ROW)
+        else:
+            yield x[i]
 
 
 def _rebuild(value: Any, partials: Any, level: int, name: str) -> Dual:

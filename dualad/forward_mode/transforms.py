@@ -107,7 +107,7 @@ def _lift(out: Any, tag: Tag) -> Any:
     """``out`` with an object array of traced values (``np.array([a, b])``) made one traced
     array: directly for scalars of ``tag`` with a few directions (rows) and numbers."""
     if type(out) is np.ndarray and out.dtype.kind == "O" and out.size:
-        stacked = stack_rows(out.ravel().tolist(), tag)
+        stacked = stack_rows(out.tolist() if out.ndim == 1 else out.ravel().tolist(), tag)
         if stacked is not None:
             if out.ndim != 1:
                 stacked = new_dual(stacked.value.reshape(out.shape),
@@ -442,12 +442,11 @@ def _jacobian_one_pass(f: Callable[..., Any], i: int, x: np.ndarray, args: tuple
     if eye is None:
         eye = _EYES[n] = np.eye(n)
     tag = Tag()
-    if len(args) == 1:
-        out = f(new_dual(x.copy(), eye.copy(), tag), **kwargs)
+    seeded = new_dual(x.copy(), eye.copy(), tag)
+    if i == 0:
+        out = f(seeded, *args[1:], **kwargs)
     else:
-        call = list(args)
-        call[i] = new_dual(x.copy(), eye.copy(), tag)
-        out = f(*call, **kwargs)
+        out = f(*args[:i], seeded, *args[i + 1:], **kwargs)
     if type(out) is not Dual:  # object arrays, foreign arrays holding Duals
         out = _lift(out, tag)
     if type(out) is Dual and out.tag is tag:

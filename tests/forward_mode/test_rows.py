@@ -238,3 +238,22 @@ def test_a_materialised_row_is_an_array_dual():
     p[0] = 5.0  # written in place: later arithmetic sees it
     np.testing.assert_array_equal((a * 2.0).partials, [10.0, 2.0])
     np.testing.assert_array_equal(np.sin(a).partials, np.cos(2.0) * np.array([5.0, 1.0]))
+
+
+def test_iteration_sees_writes_made_during_the_loop_as_numpy_does():
+    for _ in range(2):  # the first call refreshes the fast paths: both calls agree
+        y = Dual(np.array([1.0, 2.0, 3.0]), np.eye(3))
+        seen = []
+        for i, a in enumerate(y):
+            if i == 0:
+                y[1] = a * 10.0
+            seen.append((float(a.value), a.partials.tolist()))
+        assert seen == [(1.0, [1.0, 0.0, 0.0]), (10.0, [10.0, 0.0, 0.0]),
+                        (3.0, [0.0, 0.0, 1.0])]
+    x = np.array([1.0, 2.0, 3.0])
+    plain = []
+    for i, a in enumerate(x):
+        if i == 0:
+            x[1] = a * 10.0
+        plain.append(float(a))
+    assert plain == [v for v, _ in seen]
