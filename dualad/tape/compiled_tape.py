@@ -140,6 +140,7 @@ class CompiledTape:
         arrays = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
         values = [_kernel_input(a) for a in arrays]
         tried: list[Any] = []
+        recorded = False
         candidates = tape._programs_for(args, key, inputs, ranges)
         while True:
             for program in candidates:
@@ -160,12 +161,15 @@ class CompiledTape:
                         self._by_signature[signature] = code
                     return result
                 except GuardFailed:
+                    if recorded:  # compiled guards read otherwise than numpy did: the
+                        return _MISS  # tape's replay answers
                     continue
                 except LoweringError as exc:
                     self._not_compiled(method, str(exc))
                     return _MISS
             tried.extend(candidates)
             candidates = tape._rerecord(args, key, inputs, tried)
+            recorded = True
 
     def _kernel(self, code: NumbaProgram, name: str, *options: Any,
                 values: list[Any], extra: Sequence[Any] = ()) -> Callable[..., Any]:

@@ -185,6 +185,7 @@ class Jitted:
         programs = tape._programs_for(args, key, inputs, ranges)
         values = [_kernel_input(leaves[i]) for i in inputs]
         tried: list[Any] = []
+        recorded = False
         while True:  # the first recording whose guards hold here; else record again
             for program in programs:
                 entry = self._entries.get(id(program), _MISS)
@@ -199,12 +200,15 @@ class Jitted:
                 try:
                     result = entry.finish(entry.kernel(*values))
                 except GuardFailed:
+                    if recorded:  # a guard read in the last bit otherwise than numpy
+                        return self.python()(*args)  # did (C library vs numpy's own)
                     continue
                 if entry is not self._fast_entry:
                     self._install_fast(entry, args, inputs)
                 return result
             tried.extend(programs)
             programs = tape._rerecord(args, key, inputs, tried)
+            recorded = True
 
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
         """A ``__call__`` for arguments like ``args``, which hands them to the compiled
