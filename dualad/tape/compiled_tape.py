@@ -47,6 +47,7 @@ class _Miss:
 
 
 _MISS = _Miss()
+_REPLAY = _Miss()  # a recording whose compiled guards fail where it was recorded
 
 
 def _signature(args: tuple) -> tuple | None:
@@ -71,7 +72,7 @@ class CompiledTape:
         self.fallback = fallback
         self._value = Jitted(tape.f, fallback, tape=tape)
         self._grads: dict[Any, Jitted] = {}
-        self._codes: dict[int, NumbaProgram | None] = {}
+        self._codes: dict[int, Any] = {}  # NumbaProgram, None, _REPLAY
         self._kernels: dict[Any, Callable[..., Any] | None] = {}
         self._told: set[str] = set()
         self._by_signature: dict[tuple, NumbaProgram] = {}
@@ -140,10 +141,14 @@ class CompiledTape:
         arrays = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
         values = [_kernel_input(a) for a in arrays]
         tried: list[Any] = []
+        recorded = replay = False
         candidates = tape._programs_for(args, key, inputs, ranges)
         while True:
             for program in candidates:
                 code = self._codes.get(id(program), _MISS)
+                if code is _REPLAY:
+                    replay = True
+                    continue
                 try:
                     if code is _MISS:
                         check_input_guards(program, arrays)
@@ -160,12 +165,18 @@ class CompiledTape:
                         self._by_signature[signature] = code
                     return result
                 except GuardFailed:
+                    if recorded:  # compiled guards read otherwise than numpy did: this
+                        self._codes[id(program)] = _REPLAY  # recording replays
+                        return _MISS
                     continue
                 except LoweringError as exc:
                     self._not_compiled(method, str(exc))
                     return _MISS
+            if replay:  # the replay checks those recordings' guards as numpy reads them
+                return _MISS
             tried.extend(candidates)
             candidates = tape._rerecord(args, key, inputs, tried)
+            recorded = True
 
     def _kernel(self, code: NumbaProgram, name: str, *options: Any,
                 values: list[Any], extra: Sequence[Any] = ()) -> Callable[..., Any]:

@@ -71,6 +71,7 @@ class _Miss:
 
 _MISS = _Miss()
 _NOT_HERE = _Miss()  # a recording whose guards fail at the arguments it was built for
+_REPLAY = _Miss()  # a recording whose compiled guards fail where it was recorded
 _F8 = np.dtype(np.float64)
 
 
@@ -122,7 +123,7 @@ class Jitted:
         self._coloring = coloring
         self._rebuild = mark.rebuild if mark is not None else None
         self._python: Callable[..., Any] | None = None
-        self._entries: dict[int, _Entry | None] = {}
+        self._entries: dict[int, Any] = {}  # _Entry, None (replays) or _REPLAY
         self._why_not: str | None = None
         self._fast_entry: _Entry | None = None
         # a class of its own, whose __call__ is rewritten for the recorded argument shapes
@@ -185,9 +186,13 @@ class Jitted:
         programs = tape._programs_for(args, key, inputs, ranges)
         values = [_kernel_input(leaves[i]) for i in inputs]
         tried: list[Any] = []
+        recorded = replay = False
         while True:  # the first recording whose guards hold here; else record again
             for program in programs:
                 entry = self._entries.get(id(program), _MISS)
+                if entry is _REPLAY:
+                    replay = True
+                    continue
                 if entry is _MISS:
                     self._current_args = args
                     entry = self._build(program, leaves, inputs, ranges, specs)
@@ -199,12 +204,18 @@ class Jitted:
                 try:
                     result = entry.finish(entry.kernel(*values))
                 except GuardFailed:
+                    if recorded:  # a guard read in the last bit otherwise than numpy
+                        self._entries[id(program)] = _REPLAY  # did (C library vs numpy's
+                        return self.python()(*args)  # own): this recording replays
                     continue
                 if entry is not self._fast_entry:
                     self._install_fast(entry, args, inputs)
                 return result
+            if replay:  # the replay checks those recordings' guards as numpy reads them
+                return self.python()(*args)
             tried.extend(programs)
             programs = tape._rerecord(args, key, inputs, tried)
+            recorded = True
 
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
         """A ``__call__`` for arguments like ``args``, which hands them to the compiled

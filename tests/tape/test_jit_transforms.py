@@ -326,3 +326,33 @@ def test_compiled_tape_and_batch_take_strided_and_read_only_arrays():
     rows.flags.writeable = False
     np.testing.assert_allclose(jitted.batch(rows), np.stack([model(r) for r in rows]),
                                rtol=1e-14)
+
+
+def test_guards_that_compiled_code_reads_otherwise_than_numpy_end_in_the_replay():
+    import math
+
+    # a point where numpy's tanh and the C library's differ in the last bit
+    xs = np.random.default_rng(0).uniform(0.1, 3.0, 4000)
+    x0 = next(x for x, t in zip(xs, np.tanh(xs)) if t > math.tanh(x))
+    c = math.tanh(x0)  # numpy reads tanh(x0) > c; the compiled code (libm) reads it equal
+
+    def f(x):
+        if np.tanh(x[0]) > c:
+            return x * 2.0
+        return x * 3.0
+
+    jac = ad.jit(ad.jacobian(f), fallback="error")
+    x = np.array([x0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        np.testing.assert_allclose(jac(x), ad.jacobian(f)(x))  # ends; eager's branch
+        recordings = jac.tape.recordings
+        for _ in range(3):  # that recording replays from now on: nothing records again
+            np.testing.assert_allclose(jac(x), 2.0 * np.eye(2))
+        np.testing.assert_allclose(jac(-x), 3.0 * np.eye(2))  # the other branch compiles
+        assert jac.tape.recordings == recordings + 1
+        compiled = ad.record(lambda x: np.sum(f(x)), x).compile(fallback="error")
+        for _ in range(3):
+            np.testing.assert_allclose(compiled.grad(x), [2.0, 2.0])
+            np.testing.assert_allclose(compiled.jvp((x,), (x,))[1], 2.0 * np.sum(x))
+        assert compiled.tape.recordings <= 3
