@@ -474,7 +474,7 @@ class Dual(Traced, NumpyOverloads):
                     f"the broadcast shape {got} (an in-place operator keeps the array's "
                     f"shape; write y = y op v for a new array)"
                 )
-            kind = getattr(_plain_value(result), "dtype", own.dtype).kind
+            kind = np.result_type(_plain_value(result)).kind
             if kind == "c" and own.dtype.kind != "c":
                 raise TypeError(
                     f"Cannot cast an in-place operator's complex result to {own.dtype!r} with "
