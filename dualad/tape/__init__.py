@@ -6,7 +6,8 @@ operations, guards, the replay and the reverse sweep), :mod:`~dualad.tape.record
 (programs written out as straight-line Python), :mod:`~dualad.tape.tape` (the
 :class:`Tape` users hold), :mod:`~dualad.tape.lowering` (programs as flat float64
 instructions), :mod:`~dualad.tape.numba_backend` (those written as Numba kernels) and
-:mod:`~dualad.tape.jit` (``ad.jit``: recording, compiling and calling them).
+:mod:`~dualad.tape.jit` (``ad.jit``: recording, compiling and calling them) and
+:mod:`~dualad.tape.compiled_tape` (``tape.compile()``: a tape's transforms compiled).
 
 Example:
     >>> import numpy as np
