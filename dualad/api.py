@@ -112,7 +112,7 @@ def _plain_real(args: tuple, nums: tuple[int, ...]) -> bool:
 
 
 def _complex_leaves(args: tuple, nums: tuple[int, ...]) -> bool:
-    return any(np.iscomplexobj(leaf) and not isinstance(leaf, Traced)
+    return any(not isinstance(leaf, Traced) and np.iscomplexobj(leaf)
                for i in nums for leaf in tree_flatten(args[i])[0])
 
 

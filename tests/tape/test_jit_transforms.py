@@ -356,3 +356,15 @@ def test_guards_that_compiled_code_reads_otherwise_than_numpy_end_in_the_replay(
             np.testing.assert_allclose(compiled.grad(x), [2.0, 2.0])
             np.testing.assert_allclose(compiled.jvp((x,), (x,))[1], 2.0 * np.sum(x))
         assert compiled.tape.recordings <= 3
+
+
+def test_jit_of_hessian_compiles():
+    def f(x):
+        return np.sum(np.sin(x) * np.exp(x) * 3.0) + np.sum(np.tanh(x * x))
+
+    hess = compiled_only(ad.hessian(f))
+    for x in (np.linspace(0.1, 1.0, 4), np.array([-0.7, 0.2, 1.3, 0.05])):
+        got = hess(x)
+        np.testing.assert_allclose(got, ad.hessian(f)(x), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got, numerical_jacobian(ad.grad(f), (x,), 0),
+                                   rtol=1e-6, atol=1e-6)
