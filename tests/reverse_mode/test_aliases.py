@@ -288,3 +288,27 @@ def test_split_pieces_see_a_later_write_in_both_modes(split):
         return np.concatenate([np.ravel(p) for p in pieces[::-1]])
 
     check(f)
+
+
+def _write_through_a_view_of_the_argument(x):
+    v = x[1:]
+    v *= x[:3]  # numpy writes into x (the caller's array)
+    return x * 1.0
+
+
+def _in_place_on_an_aliased_argument(x):
+    a = x
+    x += 1.0  # numpy writes into the caller's array: a sees it
+    return a * a
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known gap: reverse mode cannot write into a differentiated argument (its leaf); an "
+    "in-place write through a view of it, or an in-place operator on it while another name "
+    "refers to it, leaves the argument's old value where numpy (and forward mode) update "
+    "it"))
+@pytest.mark.parametrize("f", [_write_through_a_view_of_the_argument,
+                               _in_place_on_an_aliased_argument])
+def test_in_place_writes_into_a_differentiated_argument(f):
+    expected = ad.jacobian(f, mode="forward")(X.copy())
+    np.testing.assert_allclose(ad.jacobian(f, mode="reverse")(X.copy()), expected)
