@@ -58,6 +58,10 @@ _VAR_NAMES = ("a", "axis", "dtype", "out", "ddof", "keepdims")
 def expand_reduced(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...],
                    keepdims: bool) -> Any:
     """Broadcast the gradient of a reduction over ``axes`` back to the input ``shape``."""
+    if type(grad) is np.float64:  # a full reduction's gradient: one fill
+        out = np.empty(shape)
+        out.fill(grad)
+        return out
     kept = _kept(grad, shape, axes, keepdims)
     if type(kept) is np.ndarray:  # plain arrays: a filled copy is cheaper than a view here
         out = np.empty(shape, dtype=kept.dtype)
@@ -92,11 +96,14 @@ def _column(w: Any) -> Any:
 
 def _params(names: tuple[str, ...], x: Any, args: tuple, kwargs: dict,
             default_axis: Any = None) -> tuple[dict, tuple[int, ...], bool]:
-    p = dict(zip(names[1:], args))
-    if kwargs:
-        p.update(kwargs)
+    if args:
+        p = dict(zip(names[1:], args))
+        if kwargs:
+            p.update(kwargs)
+    else:  # keywords only: read, never written to
+        p = kwargs
     axis = p.get("axis", default_axis)
-    ndim = len(shape_of(x))
+    ndim = x.ndim if type(x) is np.ndarray else len(shape_of(x))
     if type(axis) is int and -ndim <= axis < ndim:
         axes: tuple[int, ...] = (axis % ndim,)
     else:
@@ -233,7 +240,8 @@ def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) ->
     w = _where(p)
     if w is not None:
         hit = hit & np.broadcast_to(w, shape)
-    if w is None and type(hit) is np.ndarray and np.count_nonzero(hit) == np.size(out):
+    if w is None and type(hit) is np.ndarray and \
+            np.count_nonzero(hit) == (out.size if type(out) is np.ndarray else np.size(out)):
         return hit  # one maximum per slice (no ties): the mask itself
     return hit / np.maximum(np.add.reduce(hit, axis=axes, keepdims=True), 1.0)
 
