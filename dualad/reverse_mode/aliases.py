@@ -48,6 +48,7 @@ from ..core.array_protocol import shape_of
 from .graph import (
     AliasedNode,
     CachedNode,
+    LeafNode,
     MutableNode,
     not_writable_message,
     register_alias_hooks,
@@ -167,6 +168,7 @@ def in_place(node: Any, ufunc: np.ufunc, other: Any) -> Any:
     if t is CachedNode:
         if type(value(node.output)) is not np.ndarray:  # numpy's scalars are immutable
             return _result_like(node, ufunc, other)
+        _refuse_argument_view(node, f"{_SYMBOLS.get(ufunc, ufunc.__name__)}=")
         opcode, count = _sharing(node)
         if opcode == _UNSHARED[0] and count <= _UNSHARED[1] and _base_of(node) is None:
             return _result_like(node, ufunc, other)  # no other name or view: rebind
@@ -183,7 +185,32 @@ def set_item(node: Any, key: Any, item: Any) -> None:
     """``node[key] = item`` on a computed value: written as numpy writes it."""
     if type(node) is not CachedNode or type(value(node.output)) is not np.ndarray:
         raise TypeError(not_writable_message(node, f"x[{key!r}] = ..."))
+    _refuse_argument_view(node, f"[{key!r}] = ...")
     writable(node)[key] = item
+
+
+_SYMBOLS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+            np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@"}
+
+
+def _refuse_argument_view(node: CachedNode, write: str) -> None:
+    """Refuse a write into a view of a differentiated argument: numpy would write into the
+    argument (the caller's array), which reverse mode cannot follow."""
+    out = value(node.output)
+    while out.base is not None and node is not None:  # up through views of views
+        for a in node.args:
+            if isinstance(a, LeafNode) and isinstance(value(a), np.ndarray) \
+                    and np.may_share_memory(out, value(a)):
+                break
+        else:
+            node = _base_of(node)
+            continue
+        raise TypeError(
+            f"dualad: an in-place write (v{write}) into a view (shape {out.shape}) of a "
+            f"differentiated argument (shape {np.shape(value(a))}): numpy would change "
+            f"the argument itself, which reverse mode does not follow. Copy the "
+            f"argument first (x = x.copy()) or write v = v op ... for a new array."
+        )
 
 
 def _result_like(node: Any, ufunc: np.ufunc, other: Any) -> Any:
