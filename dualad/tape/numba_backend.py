@@ -493,10 +493,7 @@ class NumbaProgram:
             return
         for j in stored:
             self._adjoint(w, r.nodes[j].out)
-        for n in r.nodes:
-            for a in self._active_partials(n, act):
-                if not n.operands[a].local:
-                    self._adjoint(w, n.operands[a].slot)
+        at = len(w.lines)  # the reads' adjoints are made here, once the sweep found them
         if r.domain == 1:  # the values and partials are still locals
             d = 1
         else:
@@ -504,9 +501,23 @@ class NumbaProgram:
             self._body(w, r, rid, d, act, load=True)
         seeds = {j: [self._target(w, r.nodes[j], "_a")] for j in stored}
         leaves = self._sweep(w, r, rid, d, act, seeds, max(stored), f"{rid}")
+        keys: dict[int, int] = {}
+        for s, _ in leaves:
+            keys[s] = keys.get(s, 0) + 1
+        made = []
         for (s, idx), got in leaves.items():
-            target = f"_a{s}" if self.low.sizes[s] == 1 else f"_a{s}[{idx}]"
+            size = self.low.sizes[s]
+            target = f"_a{s}" if size == 1 else f"_a{s}[{idx}]"
+            if s not in w.adjoints and keys[s] == 1 and idx == "_i" and size == r.domain > 1:
+                w.adjoints.add(s)  # every entry written once: no zeros to add to
+                made.append(f"    _a{s} = np.empty({size})")
+                w.emit(d, f"{target} = {' + '.join(got)}")
+                continue
+            if s not in w.adjoints:
+                w.adjoints.add(s)
+                made.append(f"    _a{s} = 0.0" if size == 1 else f"    _a{s} = np.zeros({size})")
             w.emit(d, f"{target} += {' + '.join(got)}")
+        w.lines[at:at] = made
 
     # steps ------------------------------------------------------------------------------
     @staticmethod
