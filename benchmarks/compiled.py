@@ -119,21 +119,24 @@ def lorenz_rows(bench: Bench, quick: bool) -> None:
                    peer_name="jax")
 
 
+def brusselator_2d(y, xp=np, N=32):
+    """The 2-D Brusselator's right-hand side on an N x N periodic grid."""
+    u, v = y[:N * N].reshape(N, N), y[N * N:].reshape(N, N)
+
+    def lap(a):
+        return (xp.roll(a, 1, 0) + xp.roll(a, -1, 0) + xp.roll(a, 1, 1)
+                + xp.roll(a, -1, 1) - 4 * a) * N * N
+
+    uuv = u * u * v
+    return xp.concatenate([(1.0 + uuv - 4.4 * u + 10.0 * lap(u)).ravel(),
+                           (3.4 * u - uuv + 10.0 * lap(v)).ravel()])
+
+
 def brusselator_rows(bench: Bench) -> None:
     import scipy.sparse
 
     N = 32
-
-    def f(y, xp=np):
-        u, v = y[:N * N].reshape(N, N), y[N * N:].reshape(N, N)
-
-        def lap(a):
-            return (xp.roll(a, 1, 0) + xp.roll(a, -1, 0) + xp.roll(a, 1, 1)
-                    + xp.roll(a, -1, 1) - 4 * a) * N * N
-
-        uuv = u * u * v
-        return xp.concatenate([(1.0 + uuv - 4.4 * u + 10.0 * lap(u)).ravel(),
-                               (3.4 * u - uuv + 10.0 * lap(v)).ravel()])
+    f = brusselator_2d
 
     y0 = np.concatenate([1 + np.sin(np.linspace(0, 3, N * N)), 3 * np.ones(N * N)])
     ad = require_dualad()
@@ -406,8 +409,10 @@ def entry_rows(bench: Bench) -> None:
 _COMPILE = """
 import sys, time
 sys.path.insert(0, {root!r})
+import warnings
 import numpy as np, dualad as ad
 from benchmarks.compiled import compile_cases
+warnings.simplefilter("ignore")
 for label, fn, args in compile_cases():
     start = time.perf_counter()
     fn(*args)
@@ -425,6 +430,18 @@ def compile_cases():
     cases.append(("grad of the 100-op chain", ad.jit(ad.grad(chain), fallback="error"), (0.3,)))
     cases.append(("jacobian Lorenz-96 n=100", ad.jit(ad.jacobian(lorenz96), fallback="error"),
                   (np.linspace(7, 9, 100),)))
+    from . import mlp
+
+    params, x, onehot = mlp.problem(64, 32)
+    cases.append(("grad MLP 64x32", ad.jit(ad.grad(mlp.loss, argnums=(0, 1, 2, 3)),
+                                           fallback="error"), (*params, x, onehot)))
+    y0 = np.concatenate([1 + np.sin(np.linspace(0, 3, 32 * 32)), 3 * np.ones(32 * 32)])
+    cases.append(("sparse_jacobian Brusselator N=32",
+                  ad.jit(ad.sparse_jacobian(brusselator_2d), fallback="error"), (y0,)))
+    for n in (10, 100, 400, 1000):  # beyond the compile-cost cap: the Python replay
+        cases.append((f"grad of a {n}-op chain of 8-vectors",
+                      ad.jit(ad.grad(lambda x, n=n: np.sum(chain(x, n))), fallback="warn"),
+                      (np.linspace(0.1, 0.5, 8),)))
     return cases
 
 

@@ -1,0 +1,228 @@
+"""The compiler's regions, index arithmetic, numpy glue and parts: plans inspected,
+compiled results against eager mode, central differences and hand-written Jacobians."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dualad as ad
+import dualad.tape.numba_backend as backend
+from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.tape import record
+from dualad.tape.jit import JitFallbackWarning
+from dualad.tape.lowering import lower
+from dualad.tape.regions import Region, Step, index_source, partition
+
+
+@pytest.fixture(autouse=True, scope="module")
+def kernel_cache(tmp_path_factory):
+    path = tmp_path_factory.mktemp("kernels")
+    old = os.environ.get("DUALAD_KERNEL_CACHE")
+    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["DUALAD_KERNEL_CACHE"]
+    else:
+        os.environ["DUALAD_KERNEL_CACHE"] = old
+
+
+def plan_of(f, *args):
+    args = [np.asarray(a, dtype=float) for a in args]
+    return partition(lower(record(f, *args).program, args))
+
+
+def kinds(plan):
+    return [type(item).__name__ for item in plan.items]
+
+
+# -- index arithmetic ------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.data())
+def test_index_source_matches_moved_indices(shape, data):
+    ids = np.arange(int(np.prod(shape))).reshape(shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    shift = data.draw(st.integers(-6, 6))
+    kind = data.draw(st.sampled_from(["roll", "transpose", "broadcast", "slice", "flip"]))
+    if kind == "roll":
+        moved = np.roll(ids, shift, axis)
+    elif kind == "transpose":
+        moved = np.transpose(ids)
+    elif kind == "broadcast":
+        moved = np.broadcast_to(ids, (data.draw(st.integers(1, 3)),) + tuple(shape))
+    elif kind == "slice":
+        moved = ids[..., ::2]
+    else:
+        moved = np.flip(ids, axis)
+    idx = np.ascontiguousarray(moved).ravel()
+    source = index_source(idx)
+    if source is None:  # no pattern: read from a constant array (rare for these)
+        assert kind in ("transpose", "flip", "roll", "slice")
+        return
+    _i = np.arange(idx.size)
+    got = eval(source, {"_i": _i})  # noqa: S307 - generated arithmetic on _i
+    np.testing.assert_array_equal(np.broadcast_to(got, idx.shape), idx)
+
+
+def test_index_patterns_are_loop_arithmetic():
+    assert index_source(np.arange(6)) == "_i"
+    assert index_source(np.arange(2, 8)) == "(_i + 2)"
+    assert index_source(np.roll(np.arange(5), -1)) == "((_i + 1) % 5)"
+    a = np.arange(12).reshape(3, 4)
+    assert index_source(np.roll(a, 1, axis=1).ravel()) == "(_i // 4 * 4 + ((_i % 4 + 3) % 4))"
+    assert index_source(np.broadcast_to(np.arange(4), (3, 4)).ravel()) == "(_i % 4)"
+    assert index_source(np.array([3, 0, 2, 1])) is None
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+def lorenz96(x):
+    return (np.roll(x, -1) - np.roll(x, 2)) * np.roll(x, 1) - x + 8.0
+
+
+def brusselator(y, n=4):
+    u, v = y[:n * n].reshape(n, n), y[n * n:].reshape(n, n)
+
+    def lap(a):
+        return (np.roll(a, 1, 0) + np.roll(a, -1, 0) + np.roll(a, 1, 1)
+                + np.roll(a, -1, 1) - 4 * a) * n * n
+
+    uuv = u * u * v
+    return np.concatenate([(1.0 + uuv - 4.4 * u + 10.0 * lap(u)).ravel(),
+                           (3.4 * u - uuv + 10.0 * lap(v)).ravel()])
+
+
+def test_views_and_pieces_fuse_into_one_region():
+    plan = plan_of(lorenz96, np.ones(7))
+    assert kinds(plan) == ["Region"] and len(plan.items[0].nodes) == 4  # rolls are views
+    plan = plan_of(brusselator, np.ones(32))
+    assert kinds(plan) == ["Region"]  # the two halves write the concatenation directly
+    region = plan.items[0]
+    assert region.domain == 16 and region.writes == {plan.out}
+
+
+def test_reductions_end_regions_and_steps_stand_apart():
+    plan = plan_of(lambda x: np.sum(np.sin(x) * x, axis=1), np.ones((3, 4)))
+    assert kinds(plan) == ["Region"] and plan.items[0].nodes[-1].kind == "reduce"
+    plan = plan_of(lambda x, w: np.sum(np.tanh(x @ w)), np.ones((3, 4)), np.ones((4, 2)))
+    assert kinds(plan) == ["Step", "Region"] and isinstance(plan.items[0], Step)
+
+
+def test_a_local_read_at_another_entry_starts_a_new_region():
+    plan = plan_of(lambda x: np.roll(np.sin(x), 1) * x, np.ones(5))
+    assert kinds(plan) == ["Region", "Region"]
+    assert plan.items[0].nodes[0].shared  # sin(x) is read by the next region
+
+
+# -- compiled against eager mode and differences ---------------------------------------------
+
+def mixed(x):
+    """Views composed (reshape, transpose, roll on an axis, slices), broadcasting, writes into
+    a buffer with constants, sums and means over axes, a row maximum."""
+    a = x.reshape(3, 4)
+    b = np.roll(a.T, 1, axis=0) * a.T[:, ::-1]  # (4, 3)
+    buf = np.zeros(14)
+    buf[1:13] = np.exp(-b.ravel() ** 2) + np.sum(a, axis=0).repeat(3)
+    c = buf.reshape(2, 7)
+    return np.concatenate([np.mean(c * np.cos(c), axis=1), np.max(a, axis=1),
+                           np.sin(x[2:5]) * x[0]])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mixed_program_jacobian_and_gradient(seed):
+    x = np.random.default_rng(seed).uniform(-1.5, 1.5, 12)
+    J = ad.jit(ad.jacobian(mixed), fallback="error")(x)
+    np.testing.assert_allclose(J, ad.jacobian(mixed)(x), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(J, numerical_jacobian(mixed, (x,), 0), atol=1e-6)
+    loss = lambda x: np.sum(mixed(x) ** 2)  # noqa: E731
+    g = ad.jit(ad.grad(loss), fallback="error")(x)
+    np.testing.assert_allclose(g, ad.grad(loss)(x), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(ad.jit(mixed, fallback="error")(x), mixed(x), rtol=1e-14)
+
+
+def test_compressed_brusselator_matches_hand_written_jacobian():
+    n = 4
+    y = np.random.default_rng(2).uniform(0.5, 2.0, 2 * n * n)
+    J = ad.jit(ad.sparse_jacobian(brusselator), fallback="error")(y).toarray()
+    u, v = y[:n * n], y[n * n:]
+    lap = np.zeros((n * n, n * n))
+    for i in range(n):
+        for j in range(n):
+            k = i * n + j
+            lap[k, k] = -4.0
+            for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                lap[k, ((i + di) % n) * n + (j + dj) % n] += 1.0
+    lap *= 10.0 * n * n
+    hand = np.block([[np.diag(2 * u * v - 4.4) + lap, np.diag(u * u)],
+                     [np.diag(3.4 - 2 * u * v), np.diag(-u * u) + lap]])
+    np.testing.assert_allclose(J, hand, rtol=1e-13, atol=1e-10)
+
+
+# -- numpy glue, parts and the compile-cost cap ----------------------------------------------
+
+def big_loss(x):
+    """Large tanh and exp (numpy's vectorised loops run them), then a reduction."""
+    h = np.tanh(x * 0.5 + 0.1)
+    return np.sum(h * h + np.exp(-x * x)) / x.size
+
+
+def test_large_transcendentals_run_as_numpy_in_the_glue():
+    plan = plan_of(big_loss, np.ones(600))
+    assert any(isinstance(r, Region) and r.numpy for r in plan.items)
+    x = np.random.default_rng(3).standard_normal(600)
+    vg = ad.jit(ad.value_and_grad(big_loss), fallback="error")
+    value, g = vg(x)
+    np.testing.assert_allclose(value, big_loss(x), rtol=1e-13)
+    np.testing.assert_allclose(g, ad.grad(big_loss)(x), rtol=1e-12, atol=1e-16)
+    h = 1e-6
+    e = np.zeros(600)
+    for i in (0, 17, 599):
+        e[i] = h
+        fd = (big_loss(x + e) - big_loss(x - e)) / (2 * h)
+        e[i] = 0.0
+        assert abs(g[i] - fd) < 1e-7
+    kernel = vg._fast_entry.kernel
+    assert not hasattr(getattr(kernel, "func", kernel), "py_func")  # Python glue
+    xs = np.stack([x, x[::-1]])
+    values, grads = vg.batch(xs)
+    np.testing.assert_allclose(grads[1], ad.grad(big_loss)(x[::-1]), rtol=1e-12, atol=1e-16)
+    np.testing.assert_allclose(values, [big_loss(x), big_loss(x[::-1])], rtol=1e-13)
+
+
+def test_programs_cut_into_parts_agree(monkeypatch):
+    monkeypatch.setattr(backend, "MAX_FUNCTION_LINES", 12)
+
+    def f(x):
+        for _ in range(4):
+            x = np.sin(x) * 1.1 + np.roll(x, 1)
+        return x
+
+    x = np.linspace(-1.0, 1.0, 5)
+    jac = ad.jit(ad.jacobian(f), fallback="error")
+    np.testing.assert_allclose(jac(x), ad.jacobian(f)(x), rtol=1e-12, atol=1e-14)
+    g = ad.jit(ad.grad(lambda x: np.sum(f(x))), fallback="error")
+    np.testing.assert_allclose(g(x), ad.grad(lambda x: np.sum(f(x)))(x), rtol=1e-12)
+    kernel = g._fast_entry.kernel
+    module = __import__(getattr(kernel, "func", kernel).__module__)
+    assert sum(name.startswith("_part") for name in dir(module)) >= 3
+
+
+def test_too_large_programs_run_in_python(monkeypatch):
+    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 20)
+    f = lambda x: np.sum(np.sin(np.cos(x) * x) + x ** 3)  # noqa: E731
+    x = np.linspace(0.1, 0.9, 4)
+    with pytest.raises(ad.JitError, match="MAX_COMPILE_COST"):
+        ad.jit(ad.grad(f), fallback="error")(x)
+    g = ad.jit(ad.grad(f))
+    with pytest.warns(JitFallbackWarning, match="too large|MAX_COMPILE_COST"):
+        got = g(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(g(x * 2), ad.grad(f)(x * 2), rtol=1e-14)
+    np.testing.assert_allclose(got, ad.grad(f)(x), rtol=1e-14)
