@@ -226,3 +226,23 @@ def test_too_large_programs_run_in_python(monkeypatch):
         warnings.simplefilter("error")
         np.testing.assert_allclose(g(x * 2), ad.grad(f)(x * 2), rtol=1e-14)
     np.testing.assert_allclose(got, ad.grad(f)(x), rtol=1e-14)
+
+
+def test_buffer_updates_in_place_keep_derivatives():
+    def f(x):
+        y = np.zeros(4)
+        y[0] = x[0] * 2.0
+        y[1] = y[0] + x[1]  # reads the buffer before the next write
+        y[0] = np.sin(y[1]) * x[2]  # overwrites an entry whose old value was read
+        y[2] = x[3]
+        y[3] = y[0] * y[2]
+        return y
+
+    loss = lambda x: np.sum(f(x) ** 2)  # noqa: E731
+    for x in (np.array([0.3, -0.2, 1.1, 0.7]), np.array([-1.0, 0.5, 0.25, 2.0])):
+        J = ad.jit(ad.jacobian(f), fallback="error")(x)
+        np.testing.assert_allclose(J, ad.jacobian(f)(x), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(J, numerical_jacobian(f, (x,), 0), atol=1e-6)
+        g = ad.jit(ad.grad(loss), fallback="error")(x)
+        np.testing.assert_allclose(g, ad.grad(loss)(x), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(g, numerical_jacobian(loss, (x,), 0), atol=1e-6)
