@@ -184,8 +184,11 @@ def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
         return constant
     if not rule.may_warn:
         return derivatives
+    calm = rule.quiet_when  # arguments on which nothing can warn: no np.errstate
 
     def quiet(*args: Any) -> tuple:
+        if calm is not None and calm(*args[:-1]):  # (args: the arguments, then the value)
+            return derivatives(*args)
         with np.errstate(divide="ignore", invalid="ignore"):
             return derivatives(*args)
 

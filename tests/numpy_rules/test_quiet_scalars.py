@@ -134,3 +134,34 @@ def test_quiet_conditions():
     assert get_rule(np.divide).quiet_when is divisor
     assert get_rule(np.log).quiet_when is positive
     assert get_rule(np.multiply).quiet_when is None
+
+
+def _scalar(x):
+    return x / 3.0 + 2.0 / x + np.log(x) + np.sqrt(x) + x / (x * 0.5)
+
+
+def _scalar_expected(x):
+    x = np.float64(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = x / (x * 0.5)
+        return (np.float64(1 / 3.0) + (-(2.0 / x) / x) + 1 / x + 0.5 / np.sqrt(x)
+                + (1 / (x * 0.5) + (-q / (x * 0.5)) * 0.5))
+
+
+@pytest.mark.parametrize("x", [0.5, 2.0, 1e-3, 7.25, 0.0, -1.0, np.inf, np.nan])
+def test_scalar_duals_of_numbers(x):
+    # ad.derivative of a number: the scalar Dual path (not rows, not lean arrays)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = ad.derivative(_scalar)(x)
+        g = ad.grad(_scalar)(x)
+    expected = _scalar_expected(x)
+    assert np.array_equal(d, expected, equal_nan=True), (d, expected)
+    # reverse mode sums the same terms in another order
+    assert np.allclose(g, expected, rtol=1e-14, atol=0, equal_nan=True) or np.isnan(g)
+    if x > 0 and np.isfinite(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ad.derivative(_scalar)(x)
+        if x >= 0.5:  # (central differences lose accuracy near the pole at 0)
+            assert np.allclose(d, numerical_jacobian(_scalar, (np.float64(x),), 0), rtol=1e-5)
