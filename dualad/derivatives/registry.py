@@ -529,6 +529,14 @@ def _nonzero_divisor(x: Any, y: Any) -> bool:
     return type(x) in _NUMBERS and type(y) in _NUMBERS and y != 0 and -_INF < y < _INF
 
 
+_TINY = float(np.finfo(np.float64).tiny)  # below it 1 / x overflows
+
+
+def _positive_base(x: Any, p: Any) -> bool:
+    return type(x) in _NUMBERS and type(p) in _NUMBERS and _TINY <= x < _INF and \
+        -_INF < p < _INF
+
+
 def quiet_condition(name: str) -> Callable[..., bool]:
     """The predicate of a table's ``quiet_when`` condition, on number arguments (any
     other argument, an array for one, makes it False).
@@ -537,7 +545,8 @@ def quiet_condition(name: str) -> Callable[..., bool]:
         >>> quiet_condition("nonzero divisor")(1.0, 0.0), quiet_condition("positive")(2.0)
         (False, True)
     """
-    return {"positive": _positive, "nonzero divisor": _nonzero_divisor}[name]
+    return {"positive": _positive, "nonzero divisor": _nonzero_divisor,
+            "positive base": _positive_base}[name]
 
 
 def _register_scalar_operator(func: Callable[..., Any], symbol: str) -> None:

@@ -180,8 +180,9 @@ QUIET_OPERATORS = ("/",)
 #: Conditions on number arguments under which neither the function nor its derivatives
 #: can raise numpy's divide or invalid warnings (so no ``np.errstate`` is needed):
 #: ``positive``, every argument > 0; ``nonzero divisor``, the last argument finite and
-#: non-zero.
-QUIET_CONDITIONS = ("positive", "nonzero divisor")
+#: non-zero; ``positive base``, the first argument a finite normal positive number (not
+#: subnormal) and the second finite.
+QUIET_CONDITIONS = ("positive", "nonzero divisor", "positive base")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dualad.diagnostics.gradcheck import gradcheck, numerical_jacobian
 def _f(x):
     a, b = x[0], x[1]
     return np.array([a / b, b / a, 3.0 / b, a / 2.0, np.divide(a, b), np.log(a), np.sqrt(a),
-                     np.log2(a), np.log10(a), np.log1p(a)])
+                     np.log2(a), np.log10(a), np.log1p(a), a ** 2.5, a ** b])
 
 
 def _expected(a, b):
@@ -32,6 +32,9 @@ def _expected(a, b):
             [1 / b, -q / b], [-r / a, 1 / a], [0.0, -(3.0 / b) / b], [0.5, 0.0],
             [1 / b, -q / b], [1 / a, 0.0], [0.5 / np.sqrt(a), 0.0],
             [1 / (a * np.log(2)), 0.0], [1 / (a * np.log(10)), 0.0], [1 / (1 + a), 0.0],
+            [2.5 * np.where(a == 0, 1, a) ** 1.5 if a != 0 else 0.0, 0.0],
+            [b * np.where((b == 0) & (a == 0), 1, a) ** (b - 1),
+             np.where(a == 0, 0, np.log(np.where(a == 0, 1, a)) * a ** b)],
         ])
 
 
@@ -39,10 +42,10 @@ def _values(a, b):
     a, b = np.float64(a), np.float64(b)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.array([a / b, b / a, 3.0 / b, a / 2.0, np.divide(a, b), np.log(a),
-                         np.sqrt(a), np.log2(a), np.log10(a), np.log1p(a)])
+                         np.sqrt(a), np.log2(a), np.log10(a), np.log1p(a), a ** 2.5, a ** b])
 
 
-CALM = [(2.0, 0.5), (0.25, -3.0), (7.0, 1e-3), (1e300, 3.0), (1e-100, 2.0)]
+CALM = [(2.0, 0.5), (0.25, -3.0), (7.0, 1e-3), (1e100, 0.5), (1e-100, 2.0)]
 EDGE = [(2.0, 0.0), (0.0, 2.0), (-1.0, 0.5), (0.0, 0.0), (np.inf, np.inf), (np.nan, 1.0),
         (1.0, np.nan), (-0.0, -0.0), (5.0, np.inf)]
 
@@ -134,6 +137,11 @@ def test_quiet_conditions():
     assert get_rule(np.divide).quiet_when is divisor
     assert get_rule(np.log).quiet_when is positive
     assert get_rule(np.multiply).quiet_when is None
+    base = quiet_condition("positive base")
+    assert base(2.0, -3.5) and base(np.float64(1e-300), 2) and not base(5e-324, 0.0)
+    assert not base(0.0, 2.0) and not base(-1.0, 2.0) and not base(2.0, np.inf)
+    assert not base(np.inf, 1.0) and not base(2.0, np.nan)
+    assert get_rule(np.power).quiet_when is base
 
 
 def _scalar(x):
