@@ -119,7 +119,8 @@ class ElementwiseRule:
 
     __slots__ = (
         "function", "name", "arg_names", "expressions", "derivatives", "domain", "notes",
-        "source", "numpy_name", "may_warn", "scalar_value", "_kernels", "_kernel_module",
+        "source", "numpy_name", "may_warn", "scalar_value", "quiet_when", "quiet_value",
+        "_kernels", "_kernel_module",
     )
 
     def __init__(
@@ -151,6 +152,13 @@ class ElementwiseRule:
         #: A Python operator that computes the function on two floats exactly as numpy
         #: does (the table's ``scalar_operator``), else ``None``.
         self.scalar_value: Callable[..., Any] | None = None
+        #: ``quiet_when(*args)``: True when, on these numbers, neither the function nor
+        #: its derivatives can warn (divide, invalid), so ``np.errstate`` can be skipped;
+        #: None when the table names no such condition (see ``quiet_condition``).
+        self.quiet_when: Callable[..., bool] | None = None
+        #: A Python operator that computes the function on two numbers exactly as numpy
+        #: does where ``quiet_when`` holds (``/``: a non-zero divisor), else ``None``.
+        self.quiet_value: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:
         exprs = ", ".join(repr(d.text) for d in self.expressions)
@@ -403,6 +411,7 @@ def define_elementwise_rule(
     source: str = "<user>",
     name: str | None = None,
     scalar_operator: str | None = None,
+    quiet_when: str | None = None,
 ) -> ElementwiseRule:
     """Check, compile and register the rule of ``func``; returns the :class:`ElementwiseRule`.
 
@@ -436,7 +445,11 @@ def define_elementwise_rule(
         traced, name, arg_names, parsed, domain=domain, notes=notes, source=source,
         numpy_name=_numpy_name(func),
     )
-    if scalar_operator is not None:
+    if quiet_when is not None:
+        rule.quiet_when = quiet_condition(quiet_when)
+    if scalar_operator in _QUIET_OPERATORS:
+        rule.quiet_value = _QUIET_OPERATORS[scalar_operator]
+    elif scalar_operator is not None:
         rule.scalar_value = _PYTHON_OPERATORS[scalar_operator]
     return _add(rule)
 
@@ -500,6 +513,40 @@ _TABLES_READ: dict[str, Any] = {}
 
 
 _PYTHON_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+# exact (numpy's IEEE result) only where the rule's quiet_when holds
+_QUIET_OPERATORS = {"/": operator.truediv}
+_NUMBERS = frozenset((float, np.float64, int))
+_INF = float("inf")
+
+
+def _positive(x: Any, y: Any = None) -> bool:
+    if y is not None and not (type(y) in _NUMBERS and y > 0):
+        return False
+    return type(x) in _NUMBERS and x > 0
+
+
+def _nonzero_divisor(x: Any, y: Any) -> bool:
+    return type(x) in _NUMBERS and type(y) in _NUMBERS and y != 0 and -_INF < y < _INF
+
+
+_TINY = float(np.finfo(np.float64).tiny)  # below it 1 / x overflows
+
+
+def _positive_base(x: Any, p: Any) -> bool:
+    return type(x) in _NUMBERS and type(p) in _NUMBERS and _TINY <= x < _INF and \
+        -_INF < p < _INF
+
+
+def quiet_condition(name: str) -> Callable[..., bool]:
+    """The predicate of a table's ``quiet_when`` condition, on number arguments (any
+    other argument, an array for one, makes it False).
+
+    Example:
+        >>> quiet_condition("nonzero divisor")(1.0, 0.0), quiet_condition("positive")(2.0)
+        (False, True)
+    """
+    return {"positive": _positive, "nonzero divisor": _nonzero_divisor,
+            "positive base": _positive_base}[name]
 
 
 def _register_scalar_operator(func: Callable[..., Any], symbol: str) -> None:
@@ -522,9 +569,9 @@ def _register_entry(entry: RuleEntry) -> ElementwiseRule:
     rule = define_elementwise_rule(
         entry.function, entry.arg_names, entry.derivatives, domain=entry.domain,
         notes=entry.notes, source=entry.source, name=entry.name,
-        scalar_operator=entry.scalar_operator,
+        scalar_operator=entry.scalar_operator, quiet_when=entry.quiet_when,
     )
-    if entry.scalar_operator is not None:
+    if entry.scalar_operator in _PYTHON_OPERATORS:
         _register_scalar_operator(entry.function, entry.scalar_operator)
     if entry.module != "numpy" and rule.function is not entry.function and \
             entry.attribute in FUNCTIONS:  # (a function no expression calls needs nothing)

@@ -54,7 +54,8 @@ TABLES = {"numpy_ufuncs": "numpy", "scipy_special": "scipy.special"}
 # An entry's key naming its function, per module.
 _FUNCTION_KEYS = {"numpy": "numpy", "scipy": "scipy.special"}
 _ENTRY_KEYS = frozenset(
-    {"name", "args", "derivatives", "domain", "notes", "aliases", "scalar_operator"}
+    {"name", "args", "derivatives", "domain", "notes", "aliases", "scalar_operator",
+     "quiet_when"}
 ) | set(
     _FUNCTION_KEYS
 )
@@ -169,10 +170,19 @@ class RuleEntry:
     source: str
     aliases: tuple[str, ...] = ()
     scalar_operator: str | None = None
+    quiet_when: str | None = None
 
 
 #: Python operators that compute a binary ufunc on two floats exactly as numpy does.
 SCALAR_OPERATORS = ("+", "-", "*")
+#: Python operators exact only where the entry's ``quiet_when`` holds (a non-zero divisor).
+QUIET_OPERATORS = ("/",)
+#: Conditions on number arguments under which neither the function nor its derivatives
+#: can raise numpy's divide or invalid warnings (so no ``np.errstate`` is needed):
+#: ``positive``, every argument > 0; ``nonzero divisor``, the last argument finite and
+#: non-zero; ``positive base``, the first argument a finite normal positive number (not
+#: subnormal) and the second finite.
+QUIET_CONDITIONS = ("positive", "nonzero divisor", "positive base")
 
 
 @dataclass(frozen=True)
@@ -252,12 +262,18 @@ def _entry(raw: Any, index: int, path: str) -> RuleEntry:
     notes = raw.get("notes", "")
     if not isinstance(notes, str):
         raise RuleTableError(f"{where}: 'notes' must be a string")
-    scalar_operator = raw.get("scalar_operator")
-    if scalar_operator is not None and (scalar_operator not in SCALAR_OPERATORS
-                                        or len(args) != 2):
+    quiet_when = raw.get("quiet_when")
+    if quiet_when is not None and quiet_when not in QUIET_CONDITIONS:
         raise RuleTableError(
-            f"{where}: 'scalar_operator' must be one of {list(SCALAR_OPERATORS)} on a "
-            f"two-argument entry, got {scalar_operator!r}"
+            f"{where}: 'quiet_when' must be one of {list(QUIET_CONDITIONS)}, got {quiet_when!r}"
+        )
+    scalar_operator = raw.get("scalar_operator")
+    allowed = SCALAR_OPERATORS + (QUIET_OPERATORS if quiet_when == "nonzero divisor" else ())
+    if scalar_operator is not None and (scalar_operator not in allowed or len(args) != 2):
+        raise RuleTableError(
+            f"{where}: 'scalar_operator' must be one of {list(allowed)} on a "
+            f"two-argument entry, got {scalar_operator!r} ('/' needs "
+            f"quiet_when = \"nonzero divisor\")"
         )
     return RuleEntry(
         name=name,
@@ -271,6 +287,7 @@ def _entry(raw: Any, index: int, path: str) -> RuleEntry:
         source=path,
         aliases=aliases,
         scalar_operator=scalar_operator,
+        quiet_when=quiet_when,
     )
 
 

@@ -184,12 +184,29 @@ def _scalar_derivatives(rule: Any) -> Callable[..., tuple]:
         return constant
     if not rule.may_warn:
         return derivatives
+    calm = rule.quiet_when  # arguments on which nothing can warn: no np.errstate
 
     def quiet(*args: Any) -> tuple:
+        if calm is not None and calm(*args[:-1]):  # (args: the arguments, then the value)
+            return derivatives(*args)
         with np.errstate(divide="ignore", invalid="ignore"):
             return derivatives(*args)
 
     return quiet
+
+
+def _scalar_value(rule: Any) -> Callable[..., Any] | None:
+    """The scalar path's evaluation of ``rule``'s function: its Python operator (``+``,
+    ``-``, ``*``), or where the table's ``quiet_when`` holds its quiet one (``/``) and the
+    ufunc elsewhere, else None (the ufunc)."""
+    exact, calm, f = rule.quiet_value, rule.quiet_when, rule.function
+    if exact is None or calm is None:
+        return rule.scalar_value
+
+    def value(a: Any, b: Any) -> Any:
+        return exact(a, b) if calm(a, b) else f(a, b)
+
+    return value
 
 
 def register_rule_forward(rule: Any) -> None:
@@ -218,7 +235,7 @@ def register_rule_forward(rule: Any) -> None:
             elif rule.function.nin == nin == 2:
                 row = row_binary(rule)
             register_scalar_ufunc(rule.function, _scalar_derivatives(rule),
-                                  value=rule.scalar_value, row=row)
+                                  value=_scalar_value(rule), row=row)
             if nin in (1, 2) and rule.function.nin == nin:
                 rk = dual_kernels.kernels_for(rule.function)
                 register_lean_ufunc(rule.function,

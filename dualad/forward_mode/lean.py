@@ -99,6 +99,7 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
         rk = dual_kernels.RuleKernels(rule)
     derivatives = rule.derivatives
     quiet = rule.may_warn
+    calm = rule.quiet_when  # numbers on which nothing can warn: no np.errstate
 
     def impl(x: Any) -> Dual | None:
         p = x._p
@@ -114,7 +115,7 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
                 return out
         elif tv is not _F64_SCALAR:
             return None
-        if quiet:
+        if quiet and (calm is None or tv is _ND or not calm(v)):
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(v)
                 if kind == "expr":
@@ -156,6 +157,8 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
     same_sign = ka == "one"
     threshold = rk.threshold  # least partials entries for the fused kernel
     scalar = rule.scalar_value
+    calm = rule.quiet_when  # numbers on which nothing can warn: no np.errstate
+    calm_value = rule.quiet_value  # exact wherever calm holds
 
     def fused(av: Any, ap: Any, bv: Any, bp: Any, tag: Any, mask: tuple) -> Dual | None:
         # operands: float64 arrays of one shape (or a number), partials float64 arrays
@@ -271,9 +274,14 @@ def lean_binary(rule: Any, rk: Any = None) -> Callable[[Any, Any], Dual | None]:
         else:
             return None
         if quiet:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                y = f(av, bv)
-                return _make(y, partials(av, ap, bv, bp, y, mask), tag)
+            if calm is None or not calm(av, bv):  # (False for arrays)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    y = f(av, bv)
+                    return _make(y, partials(av, ap, bv, bp, y, mask), tag)
+            y = f(av, bv) if calm_value is None else calm_value(av, bv)
+            if type(y) is float:  # two Python numbers: numpy's type
+                y = _F64_SCALAR(y)
+            return _make(y, partials(av, ap, bv, bp, y, mask), tag)
         # two numbers: the table's Python operator where it gives numpy's IEEE result
         y = f(av, bv) if scalar is None or type(av) is _ND or type(bv) is _ND \
             else scalar(av, bv)

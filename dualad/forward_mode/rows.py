@@ -86,12 +86,13 @@ def row_unary(rule: Any) -> Callable[[Any], Dual | None]:
     derivatives = rule.derivatives
     need = kind == "expr"
     quiet = rule.may_warn
+    calm = rule.quiet_when  # numbers on which nothing can warn: no np.errstate
     read = _value_index(rule, 0) if need else None
 
     def impl(x: Any) -> Dual | None:
         v = x.value
         row = x._p
-        if quiet:
+        if quiet and (calm is None or not calm(v)):
             with np.errstate(divide="ignore", invalid="ignore"):
                 y = f(v)
                 d = derivatives(v, y)[0] if need else None
@@ -133,6 +134,9 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
     d_first = masked.get((True, False)) if need_a else None
     d_second = masked.get((False, True)) if need_b else None
     quiet = rule.may_warn
+    calm = rule.quiet_when  # numbers on which nothing can warn: no np.errstate
+    if quiet and rule.quiet_value is not None:  # exact wherever calm holds, used only there
+        f = rule.quiet_value
     read_a = _value_index(rule, 0) if need_a else None
     read_b = _value_index(rule, 1) if need_b else None
     # the commonest pairs, told apart once here: sums, differences, products and quotients
@@ -141,9 +145,9 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
     expr_pair = need_a and need_b
 
     def both(av: Any, ar: list, bv: Any, br: list, tag: Any) -> Dual | None:
-        if quiet:
+        if quiet and (calm is None or not calm(av, bv)):
             with np.errstate(divide="ignore", invalid="ignore"):
-                y = f(av, bv)
+                y = rule.function(av, bv)
                 da, db = (None, None) if d_both is None else d_both(av, bv, y)
         else:
             y = f(av, bv)
@@ -171,9 +175,9 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
                 br = b._p
                 if b.tag is not a.tag or br.__class__ is not list or len(br) != len(ar):
                     return None
-                if quiet:
-                    return both(a.value, ar, b.value, br, a.tag)
                 av, bv = a.value, b.value
+                if quiet and (calm is None or not calm(av, bv)):
+                    return both(av, ar, bv, br, a.tag)
                 y = f(av, bv)  # the commonest cases inline: sums, differences, products
                 if type(y) is not _F64:
                     return None
@@ -194,9 +198,9 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
             if tb not in _CONSTANTS:
                 return None
             av = a.value
-            if quiet:
+            if quiet and (calm is None or not calm(av, b)):
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    y = f(av, b)
+                    y = rule.function(av, b)
                     d = d_first(av, b, y)[0] if need_a else None
             else:
                 y = f(av, b)
@@ -217,9 +221,9 @@ def row_binary(rule: Any) -> Callable[[Any, Any], Dual | None]:
             if br.__class__ is not list:
                 return None
             bv = b.value
-            if quiet:
+            if quiet and (calm is None or not calm(a, bv)):
                 with np.errstate(divide="ignore", invalid="ignore"):
-                    y = f(a, bv)
+                    y = rule.function(a, bv)
                     d = d_second(a, bv, y)[1] if need_b else None
             else:
                 y = f(a, bv)

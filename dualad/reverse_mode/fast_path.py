@@ -118,7 +118,25 @@ def _build(op: Any, types: tuple) -> FastPath | None:
             return None
     else:
         evaluate = functools.partial(impl, op)
-    return FastPath(evaluate, _scalar_pulls(types))
+    pulls = _scalar_pulls(types)
+    if pulls is not None:
+        evaluate = _calm_evaluate(types[0], evaluate)
+    return FastPath(evaluate, pulls)
+
+
+def _calm_evaluate(op_type: type, evaluate: Callable[..., Any]) -> Callable[..., Any]:
+    """``evaluate``, or, for a table rule with a Python operator exact where its
+    ``quiet_when`` holds (``/``), that operator there and ``evaluate`` elsewhere."""
+    rule = _TABLE_GRADIENTS[op_type][0]
+    calm, exact = rule.quiet_when, rule.quiet_value
+    if calm is None or exact is None:
+        return evaluate
+
+    def calm_evaluate(a: Any, b: Any) -> Any:
+        return exact(a, b) if calm(a, b) else evaluate(a, b)
+
+    calm_evaluate.__name__ = f"calm_{rule.name}"
+    return calm_evaluate
 
 
 def _scalar_pulls(types: tuple) -> tuple | None:
@@ -142,7 +160,7 @@ def _scalar_pulls(types: tuple) -> tuple | None:
     for mask in range(1, 1 << n):
         needed = tuple(bool(mask >> i & 1) for i in range(n))
         if all(kinds[i] in _PULLED for i in range(n) if needed[i]):
-            pulls.append(_pull(kinds, needed, masked, rule.may_warn))
+            pulls.append(_pull(kinds, needed, masked, rule.may_warn, rule.quiet_when))
         else:
             pulls.append(None)
     return tuple(pulls)
@@ -158,17 +176,30 @@ def _term(kind: str, i: int) -> Callable[[Any, Any], Any]:
     return lambda g, ds: term(g, None if ds is None else ds[i])
 
 
-def _pull(kinds: tuple, needed: tuple, masked: MaskedDerivatives, quiet: bool
-          ) -> Callable[[Any, Any], tuple]:
-    """The scalar pullback of one node mask: ``pull(grad, node) -> tuple``."""
+def _pull(kinds: tuple, needed: tuple, masked: MaskedDerivatives, quiet: bool,
+          calm: Callable[..., bool] | None = None) -> Callable[[Any, Any], tuple]:
+    """The scalar pullback of one node mask: ``pull(grad, node) -> tuple``; ``calm``: the
+    rule's ``quiet_when`` (arguments on which nothing can warn: no ``np.errstate``)."""
     derivatives = masked.get(needed) if any(
         k == "expr" for k, m in zip(kinds, needed) if m) else None
     if quiet and derivatives is not None:  # derivatives that may divide by zero: silenced
         plain = derivatives
-
-        def derivatives(*args: Any) -> Any:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return plain(*args)
+        if calm is None:
+            def derivatives(*args: Any) -> Any:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return plain(*args)
+        elif len(kinds) == 1:
+            def derivatives(x: Any, y: Any) -> Any:
+                if calm(x):
+                    return plain(x, y)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return plain(x, y)
+        else:
+            def derivatives(a: Any, b: Any, y: Any) -> Any:
+                if calm(a, b):
+                    return plain(a, b, y)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return plain(a, b, y)
 
     if len(kinds) == 1:
         kind = kinds[0]

@@ -141,6 +141,10 @@ def _entry(name="sin", numpy="sin", args='["x"]', derivs='["cos(x)"]',
         (_entry() + _entry(name="sin2"), "the same function as entry 'sin'"),
         (_entry() + '\n[not_differentiable]\nsin = "no"\n', "it also has a rule"),
         ('[[rule]]\nnumpy = "sin"\n', "missing 'name'"),
+        (_entry() + 'quiet_when = "small"\n', "'quiet_when' must be one of"),
+        (_entry(name="sin_divide", numpy="divide", args='["x1", "x2"]', derivs='["1", "1"]',
+                domain="{ x1 = [0, 1], x2 = [0, 1] }") + 'scalar_operator = "/"\n',
+         "'/' needs quiet_when"),
     ],
 )
 def test_table_errors_name_file_and_entry(tmp_path, body, message):
