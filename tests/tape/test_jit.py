@@ -28,17 +28,7 @@ from benchmarks.stiff_problems import PROBLEMS  # noqa: E402
 MODELS = [(p.name, p.rhs, p.jac, p.y0) for p in PROBLEMS if not p.sparse]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def kernel_cache(tmp_path_factory):
-    """Generated modules and Numba's caches in a directory of this module's own."""
-    path = tmp_path_factory.mktemp("kernels")
-    old = os.environ.get("DUALAD_KERNEL_CACHE")
-    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["DUALAD_KERNEL_CACHE"]
-    else:
-        os.environ["DUALAD_KERNEL_CACHE"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
 
 def compiled_only(fn):

@@ -3,7 +3,6 @@ compiled results against eager mode, central differences and hand-written Jacobi
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
@@ -19,17 +18,7 @@ from dualad.tape.jit import JitFallbackWarning
 from dualad.tape.lowering import lower
 from dualad.tape.regions import Region, Step, index_source, partition
 
-
-@pytest.fixture(autouse=True, scope="module")
-def kernel_cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kernels")
-    old = os.environ.get("DUALAD_KERNEL_CACHE")
-    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["DUALAD_KERNEL_CACHE"]
-    else:
-        os.environ["DUALAD_KERNEL_CACHE"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
 
 def plan_of(f, *args):

@@ -4,7 +4,6 @@ Every result is compared with eager mode and with central differences."""
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
@@ -14,18 +13,7 @@ import dualad as ad
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape.jit import JitFallbackWarning
 
-
-@pytest.fixture(autouse=True, scope="module")
-def kernel_cache(tmp_path_factory):
-    """Generated modules and Numba's caches in a directory of this module's own."""
-    path = tmp_path_factory.mktemp("kernels")
-    old = os.environ.get("DUALAD_KERNEL_CACHE")
-    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["DUALAD_KERNEL_CACHE"]
-    else:
-        os.environ["DUALAD_KERNEL_CACHE"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
 
 def compiled_only(fn):

@@ -1,0 +1,19 @@
+"""Fixtures of the compiled-tape tests."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory):
+    """Generated modules and Numba's caches in a directory of the test module's own (the
+    jit test modules use it for every test: ``pytestmark = usefixtures("kernel_cache")``)."""
+    path = tmp_path_factory.mktemp("kernels")
+    old = os.environ.get("DUALAD_KERNEL_CACHE")
+    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["DUALAD_KERNEL_CACHE"]
+    else:
+        os.environ["DUALAD_KERNEL_CACHE"] = old
