@@ -781,9 +781,7 @@ def _on_values_if_constant(op: Operator, args: tuple, kwargs: dict) -> tuple[boo
     tag = innermost_tag(tuple(args) + tuple(kwargs.values()))
     out = f(*[_strip_tag(a, tag) for a in args],
             **{k: _strip_tag(v, tag) for k, v in kwargs.items()})
-    # (a traced result of an outer level, e.g. a graph node of booleans under
-    # forward-over-reverse, is judged by its values)
-    if is_differentiable_output(_plain_value(out) if isinstance(out, Traced) else out):
+    if is_differentiable_output(out):
         return False, None
     return True, out
 
