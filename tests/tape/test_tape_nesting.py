@@ -1,6 +1,8 @@
 """Tapes inside the transforms, and Hessian-vector products through tapes (``ad.hvp`` of
 plain functions is tested in ``tests/api/test_hvp.py``)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,27 @@ def test_tape_inside_a_recording_keeps_its_guards():
         g = outer.grad(y)
     np.testing.assert_allclose(g, 2 * np.cos(y) + 1.0)
     np.testing.assert_allclose(outer.grad(np.ones(2)), 2 * 3 * np.ones(2) + 1.0)
+
+
+def _masked(x):
+    return np.sum(np.where(x > 0.45, x, x ** 3)) + np.sum(np.where(np.equal(x, 0.5), x, 0.0))
+
+
+@pytest.mark.parametrize("transform", ["grad", "jvp", "hvp"])
+def test_recorded_transforms_through_masks_are_right_or_refused(transform):
+    """A tape of a transform whose function branches elementwise on its input must not
+    replay the recorded mask: at a point where the mask changes it is right or it raises."""
+    x = np.linspace(0.1, 1.0, 4)
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    point = np.array([0.5, 0.0, -1.0, 2.0])  # the masks differ from the recording's
+    inner = {"grad": lambda x, v: ad.grad(_masked)(x),
+             "jvp": lambda x, v: ad.jvp(_masked, (x,), (v,))[1],
+             "hvp": lambda x, v: ad.hvp(_masked, x, v)}[transform]
+    try:
+        tape = ad.record(inner, x, v)
+    except ad.DualadError as refused:  # no number at all, and the message names the call
+        assert "np.greater" in str(refused) or "np.equal" in str(refused)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        np.testing.assert_allclose(tape(point, v), inner(point, v), rtol=1e-12, atol=1e-12)
