@@ -106,6 +106,7 @@ from .sparsity.flows import (
     declare_sort,
     declare_write,
     note_index_map,
+    note_scatter,
 )
 
 __all__ = [
@@ -168,6 +169,7 @@ __all__ = [
     "declare_sort",
     "declare_write",
     "note_index_map",
+    "note_scatter",
     # errors
     "MissingRuleError",
     "TagMismatchError",

@@ -24,6 +24,7 @@ from ..extend import (
     Dual,
     declare_composite,
     declare_index_map,
+    note_scatter,
     partials_key,
     primitive,
     shape_of,
@@ -149,12 +150,22 @@ declare_index_map(operator.getitem)
 
 
 
+def _index_add_positions(values: Any, key: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The flat position in the result of ``_index_add`` of each entry ``values[key]`` adds."""
+    size = int(np.prod(shape, dtype=np.int64))
+    return np.arange(size).reshape(shape)[key]
+
+
 def _index_add_flow(values: Any, key: Any, shape: tuple[int, ...]) -> Any:
     """``_index_add`` as numpy calls with flows: a weighted bincount of the positions."""
     size = int(np.prod(shape, dtype=np.int64))
-    positions = np.arange(size).reshape(shape)[key]
+    positions = _index_add_positions(values, key, shape)
+    vshape = np.shape(values)
+    if vshape != positions.shape and len(vshape) <= positions.ndim:
+        values = np.broadcast_to(values, positions.shape)  # one value into several entries
     target = np.broadcast_to(positions, np.shape(values)).reshape(-1)
     return np.bincount(target, weights=np.ravel(values), minlength=size).reshape(shape)
 
 
 declare_composite(index_add, _index_add_flow)
+note_scatter(index_add, _index_add_positions)  # compiled as a scatter-add

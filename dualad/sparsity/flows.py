@@ -81,6 +81,8 @@ __all__ = [
     "is_contraction",
     "linear_reduction_axis",
     "note_index_map",
+    "note_scatter",
+    "scatter_positions",
     "trace_inputs",
     "probed_flow",
 ]
@@ -907,6 +909,9 @@ _INDEX_MAPS: dict[type, tuple[int, ...]] = {}
 _REDUCTIONS: dict[type, int] = {}
 #: Operator types of matrix products.
 _CONTRACTIONS: set[type] = set()
+#: Operator types that add the entries of their first argument into zeros, with the
+#: function giving the output position of each entry (for compilers).
+_SCATTERS: dict[type, Callable[..., Any]] = {}
 
 
 def note_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
@@ -915,6 +920,25 @@ def note_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
     for func in funcs:
         for t in _op_types(func):
             _INDEX_MAPS.setdefault(t, tuple(data))
+
+
+def note_scatter(func: Any, positions: Callable[..., Any]) -> None:
+    """Note that ``func(values, *params)`` adds each entry of ``values`` into an array of
+    zeros, entries sent to one position adding up (``np.add.at``), so that a compiler may
+    write it as a scatter-add. ``positions(values, *params)`` returns the flat output
+    position of each entry of ``values`` broadcast to its target, in an int array of the
+    target's shape; ``values`` broadcasts to that shape.
+
+    Example: ``note_scatter(index_add, lambda v, key, shape:
+    np.arange(math.prod(shape)).reshape(shape)[key])``.
+    """
+    for t in _op_types(func):
+        _SCATTERS.setdefault(t, positions)
+
+
+def scatter_positions(op_type: type) -> Callable[..., Any] | None:
+    """The ``positions`` function of an operator type noted a scatter, else None."""
+    return _SCATTERS.get(op_type)
 
 
 def index_map_data(op_type: type) -> tuple[int, ...] | None:

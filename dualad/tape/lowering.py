@@ -10,8 +10,9 @@ instructions are:
   expressions;
 - :class:`Gather`: a call declared an index map (``np.roll``, indexing, stacking, writes
   into buffers, ...): each output entry copies one input entry or is a constant;
-- :class:`Linear`: a first-order reduction (``np.sum``, ``np.mean``) or a contraction with
-  one constant operand, as a constant sparse matrix;
+- :class:`Linear`: a first-order reduction (``np.sum``, ``np.mean``), a contraction with
+  one constant operand, or a scatter-add (the gradient of indexing), as a constant sparse
+  matrix;
 - :class:`Guard`: a check that a value the recording depended on (a branch taken on a
   comparison, a number read from a value) reads as recorded; compiled code raises
   :class:`~dualad.tape.program.GuardFailed` when it does not, and the caller records again.
@@ -40,7 +41,12 @@ import numpy as np
 from ..core.errors import DualadError
 from ..derivatives.language import NUMBA_UFUNCS, numba_scalar_source
 from ..derivatives.registry import get_rule, operator_type
-from ..sparsity.flows import index_map_data, is_contraction, linear_reduction_axis
+from ..sparsity.flows import (
+    index_map_data,
+    is_contraction,
+    linear_reduction_axis,
+    scatter_positions,
+)
 from .program import Operation, Program
 
 __all__ = ["Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
@@ -222,6 +228,9 @@ def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     data = index_map_data(type(e.op))
     if data is not None:
         return _lower_gather(e, slots, sizes, found, data)
+    positions = scatter_positions(type(e.op))
+    if positions is not None:
+        return _lower_scatter(e, slots, sizes, found, positions)
     if is_contraction(type(e.op)) and len(found) == 2:
         return _lower_matmul(e, slots, shapes, found)
     return _lower_linear(e, slots, sizes, found)
@@ -414,6 +423,47 @@ def _lower_gather(e: Operation, slots: list[Any], sizes: list[int],
                 raise LoweringError(f"{e.op!r} does not move entries as declared")
             sources.append((s, positions.astype(np.intp), local))
     return Gather(e.out, constant, sources)
+
+
+def _lower_scatter(e: Operation, slots: list[Any], sizes: list[int],
+                   found: list[tuple[int, int | None, int]], positions: Any) -> Linear:
+    """A scatter-add of its first argument (declared with its output positions) as a
+    constant sparse matrix: entries sent to one position add up."""
+    if len(found) != 1 or found[0][:2] != (0, None):
+        raise LoweringError(f"{e.op!r} scatters a computed value with computed parameters")
+    s = found[0][2]
+    shape = np.shape(slots[s])
+    n, m = sizes[s], sizes[e.out]
+    rows = np.asarray(positions(*e.template, **e.kw))
+    if rows.dtype.kind not in "iu":
+        raise LoweringError(f"{e.op!r}: its declared positions are not integers")
+    ids = np.arange(n, dtype=np.intp).reshape(shape)
+    try:
+        cols = np.broadcast_to(ids, rows.shape)
+    except ValueError:
+        if ids.size != rows.size:
+            raise LoweringError(f"{e.op!r}: {n} values do not fill {rows.size} positions"
+                                ) from None
+        cols = ids.reshape(rows.shape)
+    rows, cols = rows.ravel().astype(np.intp), cols.ravel()
+    if rows.size and (rows.min() < 0 or rows.max() >= m):
+        raise LoweringError(f"{e.op!r}: a declared position lies outside its {m} entries")
+    # one entry per (row, column), counted: a value sent twice to one position adds twice
+    pairs, counts = np.unique(rows * max(n, 1) + cols, return_counts=True)
+    r, c = pairs // max(n, 1), pairs % max(n, 1)
+    indptr = np.zeros(m + 1, dtype=np.intp)
+    np.add.at(indptr, r + 1, 1)
+    indptr = np.cumsum(indptr).astype(np.intp)
+    data = counts.astype(np.float64)
+    probe = np.random.default_rng(2).standard_normal(n)
+    got = np.asarray(_probe_call(e, {(0, None): probe.reshape(shape)}, slots),
+                     dtype=np.float64).ravel()
+    expected = np.zeros(m)
+    np.add.at(expected, r, data * probe[c])
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-12,
+                                                      atol=1e-12):
+        raise LoweringError(f"{e.op!r} does not scatter its entries as declared")
+    return Linear(e.out, s, indptr, c.astype(np.intp), data, np.zeros(m))
 
 
 def _as_selection(e: Operation, slots: list[Any], pos: int, s: int,

@@ -600,10 +600,9 @@ class NumbaProgram:
     def _linear(self, w: _Writer, ins: Linear) -> None:
         o, m, s = ins.out, self.low.sizes[ins.out], ins.source
         indptr, indices, data = ins.indptr, ins.indices, ins.data
-        if self.low.sizes[s] == 1:
-            raise LoweringError("a linear map of one entry")
         ptr, ind, dat = (w.const_array(indptr), w.const_array(indices), w.const_array(data))
-        src = f"_v{s}[{ind}[_p]]"
+        # a one-entry value is a scalar (a scatter of a broadcast number)
+        src = f"_v{s}" if self.low.sizes[s] == 1 else f"_v{s}[{ind}[_p]]"
         if m == 1:
             w.emit(1, f"_acc = {_literal(ins.offset[0])}")
             w.emit(1, f"for _p in range({indptr[-1]}):")
