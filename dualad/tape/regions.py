@@ -66,7 +66,8 @@ NUMPY_FASTER = frozenset({"exp", "log", "tanh", "sinh", "cosh", "expm1", "log1p"
 NUMPY_MIN_SIZE = 512
 STORE_CALLS = True
 
-__all__ = ["Node", "Plan", "Read", "Region", "Step", "index_source", "partition"]
+__all__ = ["Node", "Plan", "Read", "Region", "Step", "compose_gathers", "index_source",
+           "partition"]
 
 
 @dataclass
@@ -190,6 +191,97 @@ def index_source(idx: np.ndarray, loop: str = "_i") -> str | None:
     return None
 
 
+def _slots_read(ins: Any) -> list[int]:
+    """The slots one instruction reads (with repeats)."""
+    if isinstance(ins, Gather):
+        return [s for s, _, _ in ins.sources]
+    if isinstance(ins, (Map, Guard)):
+        found = [op.slot for op in ins.operands if op.slot is not None]
+        return found + ([ins.slot] if isinstance(ins, Guard) and ins.slot is not None else [])
+    if isinstance(ins, (Linear, Select)):
+        return [ins.source]
+    if isinstance(ins, MatMul):
+        return [s for s in (ins.a, ins.b) if s is not None]
+    return []
+
+
+def compose_gathers(low: Lowered) -> list[Any]:
+    """The instructions of ``low`` with chains of gathers composed: a gather whose result
+    only one later gather reads (``dy = np.zeros(n); dy[0] = a; dy[1] = b; ...``: each
+    write copies the buffer) is folded into that reader, which then copies each entry
+    from where it came from once.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualad.tape import record
+        >>> from dualad.tape.lowering import lower
+        >>> def f(x):
+        ...     out = np.zeros(3)
+        ...     out[0] = x[0] * x[1]; out[1] = np.sin(x[1]); out[2] = x[2] + 1.0
+        ...     return out
+        >>> low = lower(record(f, np.ones(3)).program, [np.ones(3)])
+        >>> last = compose_gathers(low)[-1]  # one copy from each of the three values
+        >>> type(last).__name__, [slot for slot, _, _ in last.sources] == [
+        ...     i.out for i in low.instructions if type(i).__name__ == "Map"]
+        ('Gather', True)
+    """
+    readers: dict[int, int] = {}
+    by_others: set[int] = set()  # read by an instruction that is not a gather
+    for ins in low.instructions:
+        for s in _slots_read(ins):
+            readers[s] = readers.get(s, 0) + 1
+            if not isinstance(ins, Gather):
+                by_others.add(s)
+    for is_slot, s in low.program.outputs:
+        if is_slot:
+            readers[s] = readers.get(s, 0) + 2  # never folded away
+    folded: dict[int, Gather] = {}  # gathers read once, by a gather, kept out of the list
+    result: list[Any] = []
+    for ins in low.instructions:
+        if isinstance(ins, Gather) and any(s in folded for s, _, _ in ins.sources):
+            ins = _compose(ins, folded)
+        if isinstance(ins, Gather) and readers.get(ins.out, 0) == 1 and \
+                ins.out not in by_others:
+            folded[ins.out] = ins
+            continue
+        result.append(ins)
+    if folded:  # every folded gather has its one reader, a gather, after it
+        raise LoweringError(f"gathers {sorted(folded)} were folded but never read")
+    return result
+
+
+def _compose(ins: Gather, folded: dict[int, Gather]) -> Gather:
+    """``ins`` reading through the folded gathers it reads (removed from ``folded``)."""
+    constant = ins.constant.copy()
+    pieces: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+    def add(slot: int, positions: np.ndarray, local: np.ndarray) -> None:
+        ps, ls = pieces.setdefault(slot, ([], []))
+        ps.append(positions)
+        ls.append(local)
+
+    for s, positions, local in ins.sources:
+        inner = folded.pop(s, None)
+        if inner is None:
+            add(s, positions, local)
+            continue
+        m = inner.constant.size
+        owner = np.full(m, -1, dtype=np.intp)  # which inner piece holds each entry
+        where = np.zeros(m, dtype=np.intp)
+        for k, (_, p, loc) in enumerate(inner.sources):
+            owner[p] = k
+            where[p] = loc
+        constant[positions] = inner.constant[local]
+        for k, (s2, _, _) in enumerate(inner.sources):
+            hit = owner[local] == k
+            if np.any(hit):
+                constant[positions[hit]] = 0.0
+                add(s2, positions[hit], where[local[hit]])
+    sources = [(slot, np.concatenate(ps), np.concatenate(ls))
+               for slot, (ps, ls) in pieces.items()]
+    return Gather(ins.out, constant, sources)
+
+
 def partition(low: Lowered) -> Plan:
     """Group the instructions of ``low`` into regions and steps (see the module doc)."""
     sizes = low.sizes
@@ -248,7 +340,7 @@ def partition(low: Lowered) -> Plan:
         close()
         return slot
 
-    for ins in low.instructions:
+    for ins in compose_gathers(low):
         o, m = ins.out, sizes[ins.out]
         if isinstance(ins, Const):
             consts.append(ins)

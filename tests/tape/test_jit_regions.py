@@ -16,7 +16,7 @@ from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape import record
 from dualad.tape.jit import JitFallbackWarning
 from dualad.tape.lowering import lower
-from dualad.tape.regions import Region, Step, index_source, partition
+from dualad.tape.regions import Region, Step, compose_gathers, index_source, partition
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
@@ -229,6 +229,36 @@ def test_buffer_updates_in_place_keep_derivatives():
 
     loss = lambda x: np.sum(f(x) ** 2)  # noqa: E731
     for x in (np.array([0.3, -0.2, 1.1, 0.7]), np.array([-1.0, 0.5, 0.25, 2.0])):
+        J = ad.jit(ad.jacobian(f), fallback="error")(x)
+        np.testing.assert_allclose(J, ad.jacobian(f)(x), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(J, numerical_jacobian(f, (x,), 0), atol=1e-6)
+        g = ad.jit(ad.grad(loss), fallback="error")(x)
+        np.testing.assert_allclose(g, ad.grad(loss)(x), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(g, numerical_jacobian(loss, (x,), 0), atol=1e-6)
+
+
+def test_writes_into_a_buffer_compose_into_one_gather():
+    def f(x):  # each write of an entry copies the buffer: the chain folds into one gather
+        y = np.zeros(6)
+        y[0] = x[0] * x[1]
+        y[1] = np.sin(x[1])
+        y[2] = x[2] + 1.0
+        y[4] = x[0] - x[2]
+        y[5] = y[1] * 2.0  # a written entry read back before the buffer is done
+        y[1] = x[1] * x[1]  # an entry written twice: the second write wins
+        return y
+
+    x0 = np.array([0.3, -0.7, 1.2])
+    low = lower(record(f, x0).program, [x0])
+    composed = compose_gathers(low)
+    last = composed[-1]
+    assert type(last).__name__ == "Gather" and len(composed) < len(low.instructions)
+    # the buffer as it was when y[1] was read (its entries 0, 2, 3, 4: those writes folded
+    # into one gather), y[5] and the second y[1]; entry 3 is never written
+    assert sorted(np.concatenate([p for _, p, _ in last.sources])) == [0, 1, 2, 3, 4, 5]
+    assert len(last.sources) == 3 and last.constant[3] == 0.0
+    loss = lambda x: np.sum(f(x) * f(x))  # noqa: E731
+    for x in (x0, np.array([-1.0, 0.5, 0.25])):
         J = ad.jit(ad.jacobian(f), fallback="error")(x)
         np.testing.assert_allclose(J, ad.jacobian(f)(x), rtol=1e-13, atol=1e-14)
         np.testing.assert_allclose(J, numerical_jacobian(f, (x,), 0), atol=1e-6)
