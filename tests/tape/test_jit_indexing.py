@@ -4,8 +4,6 @@ against eager mode and central differences, with ``fallback="error"``."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -15,18 +13,7 @@ from dualad.numpy_rules.indexing import index_add
 from dualad.tape import record
 from dualad.tape.lowering import Linear, lower
 
-
-@pytest.fixture(autouse=True, scope="module")
-def kernel_cache(tmp_path_factory):
-    """Generated modules and Numba's caches in a directory of this module's own."""
-    path = tmp_path_factory.mktemp("kernels")
-    old = os.environ.get("DUALAD_KERNEL_CACHE")
-    os.environ["DUALAD_KERNEL_CACHE"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["DUALAD_KERNEL_CACHE"]
-    else:
-        os.environ["DUALAD_KERNEL_CACHE"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
 
 IDX = np.array([0, 2, 2, 1, 4, 0])  # duplicates: their gradients must add up
