@@ -38,7 +38,9 @@ HIRES, POLLU, E5, Van der Pol; 2-20 states, written as their packages write them
 ad.jit(ad.ode_jacobian(f)) against the hand-written Jacobian (baseline), eager dualad and
 jax.jit(jacfwd) of the same code; Lorenz-96 dense Jacobians (n = 10, 100, 1000) against the
 analytic numpy Jacobian; the gradient of a 100-op scalar chain against the derivative by
-hand; 1000 Lorenz-96 Jacobians (n = 40) through .batch; the Python entry cost of a compiled
+hand; the Hessian-vector product of a function that slices, reverses and fancy-indexes
+(n = 50, duplicate indices) against eager ad.hvp (baseline), the tape's Python replay and
+jax.jit; 1000 Lorenz-96 Jacobians (n = 40) through .batch; the Python entry cost of a compiled
 call over its Numba kernel; compile time cold and from the disk cache (new processes).
 jax rows get their input as a jax array and block until ready (their best case); compiled
 times exclude compilation (the untimed warm-up).
@@ -203,6 +205,46 @@ def mlp_rows(bench: Bench) -> None:
             ("jax.jit(grad)", PEER, mlp._jax, "jax")]:
         bench.time(case, method, kind, lambda make=make: make(params, x, onehot),
                    size=64 * 32, check=check, peer_name=peer_name)
+
+
+def indexed(x, xp=np):
+    """A scalar function that slices, reverses and fancy-indexes (duplicates) its input."""
+    idx = np.r_[np.arange(x.shape[0]), np.arange(0, x.shape[0], 2)]
+    return (xp.sum(xp.sin(x[1:]) * x[:-1]) + xp.sum(x[::-1] * xp.cos(x))
+            + xp.sum(xp.exp(x[idx] * 0.1)))
+
+
+def indexing_rows(bench: Bench) -> None:
+    n = 50
+    x = np.linspace(-1.0, 1.0, n)
+    v = np.cos(np.arange(n, dtype=float))
+    ad = require_dualad()
+    check = max_abs_err(ad.hvp(indexed, x, v))
+
+    def eager():
+        return lambda: ad.hvp(indexed, x, v)
+
+    def compiled():
+        h = ad.jit(lambda x, v: ad.hvp(indexed, x, v), fallback="error")
+        return lambda: h(x, v)
+
+    def replay():
+        t = ad.record(lambda x, v: ad.hvp(indexed, x, v), x, v)
+        return lambda: t(x, v)
+
+    def jax_hvp():
+        jax = require("jax")
+        f = lambda y: indexed(y, jax.numpy)  # noqa: E731
+        h = jax.jit(lambda y, w: jax.jvp(jax.grad(f), (y,), (w,))[1])
+        xj, vj = jax.numpy.asarray(x), jax.numpy.asarray(v)
+        return lambda: h(xj, vj).block_until_ready()
+
+    case = f"hvp through indexing n={n}"
+    bench.time(case, "ad.hvp (eager)", BASELINE, eager, size=n, check=check)
+    bench.time(case, "ad.jit(hvp)", DUALAD, compiled, size=n, check=check)
+    bench.time(case, "tape replay (the fallback before)", DUALAD, replay, size=n, check=check)
+    bench.time(case, "jax.jit(jvp(grad))", PEER, jax_hvp, size=n, check=check,
+               peer_name="jax")
 
 
 def chain(x, n=100):
@@ -476,6 +518,7 @@ def run(quick: bool = False):
     lorenz_rows(bench, quick)
     brusselator_rows(bench)
     chain_rows(bench)
+    indexing_rows(bench)
     mlp_rows(bench)
     batch_rows(bench, quick)
     entry_rows(bench)
