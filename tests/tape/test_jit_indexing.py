@@ -1,5 +1,5 @@
 """ad.jit of gradients through indexing: the getitem gradient's scatter-add compiles (slices,
-reversed slices, integers, fancy indices with duplicates, 2-D keys), for vjp, hvp and hessian,
+reversed slices, integers, fancy indices with duplicates, masks, 2-D keys), for vjp, hvp and hessian,
 against eager mode and central differences, with ``fallback="error"``."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
 
 IDX = np.array([0, 2, 2, 1, 4, 0])  # duplicates: their gradients must add up
+MASK = np.array([True, False, True, True, False, True])
 
 
 def sliced(x):
@@ -28,7 +29,8 @@ def reversed_slice(x):
 
 
 def fancy(x):
-    return np.sum(np.exp(x[IDX]) * x[IDX[::-1]]) + np.sum(np.tanh(x[[3, 3, 3]]))
+    return (np.sum(np.exp(x[IDX]) * x[IDX[::-1]]) + np.sum(np.tanh(x[[3, 3, 3]]))
+            + np.sum(np.sin(x[MASK]) * x[MASK][::-1]))
 
 
 def matrix_keys(x):  # 2-D keys: rows, reversed columns, a single entry, fancy rows
