@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import DualadError
+from ..core.errors import DualadError, MissingRuleError
 from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
@@ -159,9 +159,8 @@ class Jitted:
                 self._python = self.fn
         return self._python
 
-    def _not_compiled(self, why: str) -> None:
-        message = (f"ad.jit({self.__name__}): cannot compile {why}; it runs as the tape's "
-                   f"Python replay instead.")
+    def _not_compiled(self, why: str, instead: str = "as the tape's Python replay") -> None:
+        message = f"ad.jit({self.__name__}): cannot compile {why}; it runs {instead} instead."
         if self.fallback == "error":
             raise JitError(message + " Pass fallback='warn' to accept that.")
         warnings.warn(message + " (reported once per function)", JitFallbackWarning,
@@ -183,7 +182,15 @@ class Jitted:
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced:  # an outer transform traces through: the tape's dispatching replay
             return self.python()(*args)
-        programs = tape._programs_for(args, key, inputs, ranges)
+        try:
+            programs = tape._programs_for(args, key, inputs, ranges)
+        except MissingRuleError as exc:  # no tape of it: the function itself, eagerly
+            if self._entries:
+                raise
+            self._why_not, self._python = "", self.fn
+            cause = str(exc).splitlines()[0].split(" Add one")[0].rstrip(".")
+            self._not_compiled(f"a recording of it ({cause})", "eagerly")
+            return self.fn(*args)
         values = [_kernel_input(leaves[i]) for i in inputs]
         tried: list[Any] = []
         recorded = replay = False

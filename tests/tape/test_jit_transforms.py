@@ -356,3 +356,22 @@ def test_jit_of_hessian_compiles():
         np.testing.assert_allclose(got, ad.hessian(f)(x), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(got, numerical_jacobian(ad.grad(f), (x,), 0),
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_a_function_no_tape_can_record_runs_eagerly_with_one_warning():
+    # power's derivative branches on x == 0: a recorded forward-over-reverse refuses it
+    def f(x):
+        return np.sum(x ** 2 * np.sin(x))
+
+    v = np.array([1.0, -0.5, 0.25])
+    hvp = ad.jit(lambda x, v: ad.hvp(f, x, v))
+    with pytest.warns(JitFallbackWarning, match="runs eagerly"):
+        first = hvp(X, v)
+    np.testing.assert_allclose(first, ad.hvp(f, X, v), rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitFallbackWarning)  # said once
+        np.testing.assert_allclose(hvp(Y, v), ad.hvp(f, Y, v), rtol=1e-12)
+    np.testing.assert_allclose(hvp(Y, v), numerical_jacobian(ad.grad(f), (Y,), 0) @ v,
+                               rtol=1e-6, atol=1e-6)
+    with pytest.raises(ad.JitError, match="np.equal"):
+        ad.jit(lambda x, v: ad.hvp(f, x, v), fallback="error")(X, v)
