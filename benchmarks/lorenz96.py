@@ -49,17 +49,9 @@ def _numba():
     except ImportError as exc:
         raise ImportError("numba not installed") from exc
 
-    @numba.njit(cache=False)
-    def jac_loop(x):
-        n = x.shape[0]
-        jac = np.zeros((n, n))
-        for i in range(n):
-            jac[i, (i + 1) % n] = x[(i - 1) % n]
-            jac[i, (i - 2) % n] = -x[(i - 1) % n]
-            jac[i, (i - 1) % n] = x[(i + 1) % n] - x[(i - 2) % n]
-            jac[i, i] = -1.0
-        return jac
+    from .lorenz96_loops import analytic_loop
 
+    jac_loop = numba.njit(cache=False)(analytic_loop)
     return jac_loop
 
 

@@ -79,24 +79,11 @@ print(json.dumps({"numba_start": [w2 - w1, c2 - c1], "first": [w3 - w2, c3 - c2]
 def _numba_functions():
     import numba
 
-    @numba.njit(cache=False)
-    def lorenz96_loop(x):
-        n = x.shape[0]
-        out = np.empty_like(x)
-        for i in range(n):
-            out[i] = (x[(i + 1) % n] - x[i - 2]) * x[i - 1] - x[i] + 8.0
-        return out
+    from .lorenz96_loops import analytic_loop as analytic_source
+    from .lorenz96_loops import lorenz96_loop as model_source
 
-    @numba.njit(cache=False)
-    def analytic_loop(x):
-        n = x.shape[0]
-        jac = np.zeros((n, n))
-        for i in range(n):
-            jac[i, (i + 1) % n] = x[(i - 1) % n]
-            jac[i, (i - 2) % n] = -x[(i - 1) % n]
-            jac[i, (i - 1) % n] = x[(i + 1) % n] - x[(i - 2) % n]
-            jac[i, i] = -1.0
-        return jac
+    lorenz96_loop = numba.njit(cache=False)(model_source)
+    analytic_loop = numba.njit(cache=False)(analytic_source)
 
     return lorenz96_loop, analytic_loop
 

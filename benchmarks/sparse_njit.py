@@ -28,24 +28,10 @@ everywhere (one untimed call first).
 def _lorenz96_functions():
     import numba
 
-    @numba.njit(cache=False)
-    def model(x):
-        n = x.shape[0]
-        out = np.empty_like(x)
-        for i in range(n):
-            out[i] = (x[(i + 1) % n] - x[i - 2]) * x[i - 1] - x[i] + 8.0
-        return out
+    from .lorenz96_loops import analytic_loop, lorenz96_loop
 
-    @numba.njit(cache=False)
-    def analytic_dense(x):
-        n = x.shape[0]
-        jac = np.zeros((n, n))
-        for i in range(n):
-            jac[i, (i + 1) % n] = x[(i - 1) % n]
-            jac[i, (i - 2) % n] = -x[(i - 1) % n]
-            jac[i, (i - 1) % n] = x[(i + 1) % n] - x[(i - 2) % n]
-            jac[i, i] = -1.0
-        return jac
+    model = numba.njit(cache=False)(lorenz96_loop)
+    analytic_dense = numba.njit(cache=False)(analytic_loop)
 
     @numba.njit(cache=False)
     def analytic_data(x, slots):
