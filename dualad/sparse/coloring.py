@@ -191,9 +191,18 @@ _KERNELS = {
 }
 
 
-def _kernel(name: str) -> Any:
-    """The Numba-compiled kernel ``name`` (cached on disk), or the Python one without Numba."""
+#: Patterns with at most this many nonzeros are coloured by the Python kernels unless the
+#: Numba ones are loaded already: measured, Python colours 1000 nonzeros in about 5 ms,
+#: while compiling the Numba kernels the first time takes about 0.8 s.
+SMALL_PATTERN = 1000
+
+
+def _kernel(name: str, nnz: int) -> Any:
+    """The Numba-compiled kernel ``name`` (cached on disk), or the Python one for a small
+    pattern (``nnz`` nonzeros) while the compiled one is not loaded, or without Numba."""
     fn = _COMPILED.get(name)
+    if fn is None and nnz <= SMALL_PATTERN:
+        return _KERNELS[name]
     if fn is None:
         try:
             import numba
@@ -250,7 +259,7 @@ def column_intersection_graph(pattern: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     m, n, indptr, indices = _csr_parts(pattern)
     cptr, cidx = _transpose(m, n, indptr, indices)
-    return _kernel("graph")(n, indptr, indices, cptr, cidx)
+    return _kernel("graph", indices.size)(n, indptr, indices, cptr, cidx)
 
 
 def _order(name: str, n: int, ptr: np.ndarray, adj: np.ndarray, fname: str) -> np.ndarray:
@@ -259,7 +268,7 @@ def _order(name: str, n: int, ptr: np.ndarray, adj: np.ndarray, fname: str) -> n
     if name == "largest_first":
         return np.argsort(-np.diff(ptr), kind="stable").astype(np.int64)
     if name == "smallest_last":
-        return _kernel("smallest_last")(n, ptr, adj)
+        return _kernel("smallest_last", adj.size)(n, ptr, adj)
     raise ValueError(f"{fname}: unknown order {name!r}; choose one of {', '.join(ORDERS)}.")
 
 
@@ -279,8 +288,9 @@ def color_columns(pattern: Any, order: str = "largest_first") -> np.ndarray:
     """
     m, n, indptr, indices = _csr_parts(pattern)
     cptr, cidx = _transpose(m, n, indptr, indices)
-    ptr, adj = _kernel("graph")(n, indptr, indices, cptr, cidx)
-    return _kernel("greedy")(n, ptr, adj, _order(order, n, ptr, adj, "color_columns"))
+    ptr, adj = _kernel("graph", indices.size)(n, indptr, indices, cptr, cidx)
+    return _kernel("greedy", indices.size)(n, ptr, adj,
+                                           _order(order, n, ptr, adj, "color_columns"))
 
 
 def color_rows(pattern: Any, order: str = "largest_first") -> np.ndarray:
@@ -288,8 +298,9 @@ def color_rows(pattern: Any, order: str = "largest_first") -> np.ndarray:
     m, n, indptr, indices = _csr_parts(pattern)
     cptr, cidx = _transpose(m, n, indptr, indices)
     # the rows of the pattern are the columns of its transpose
-    ptr, adj = _kernel("graph")(m, cptr, cidx, indptr, indices)
-    return _kernel("greedy")(m, ptr, adj, _order(order, m, ptr, adj, "color_rows"))
+    ptr, adj = _kernel("graph", indices.size)(m, cptr, cidx, indptr, indices)
+    return _kernel("greedy", indices.size)(m, ptr, adj,
+                                           _order(order, m, ptr, adj, "color_rows"))
 
 
 def color_symmetric(pattern: Any, order: str = "largest_first") -> np.ndarray:
@@ -319,7 +330,8 @@ def color_symmetric(pattern: Any, order: str = "largest_first") -> np.ndarray:
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(r, minlength=n), out=ptr[1:])
     adj = c.astype(np.int64)
-    return _kernel("star")(n, ptr, adj, _order(order, n, ptr, adj, "color_symmetric"))
+    return _kernel("star", indices.size)(n, ptr, adj,
+                                         _order(order, n, ptr, adj, "color_symmetric"))
 
 
 # -- checks and recovery ----------------------------------------------------------------

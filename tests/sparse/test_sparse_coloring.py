@@ -144,3 +144,25 @@ def test_pattern_argument_is_not_modified():
     assert is_column_coloring(p, colors)
     for a, b in zip(before, (p.data, p.indices, p.indptr)):
         np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=60)
+@given(patterns(square=True), st.sampled_from(ORDERS))
+def test_python_and_numba_kernels_colour_alike(pattern, order):
+    """Small patterns are coloured by the Python kernels (no Numba compile on first use);
+    the Numba kernels give the same colours."""
+    import dualad.sparse.coloring as coloring
+
+    saved = coloring.SMALL_PATTERN, dict(coloring._COMPILED)
+    try:
+        coloring._COMPILED.clear()  # none loaded: the Python kernels
+        python = [f(pattern, order) for f in (color_columns, color_rows, color_symmetric)]
+        assert not coloring._COMPILED
+        coloring.SMALL_PATTERN = -1  # the Numba kernels
+        compiled = [f(pattern, order) for f in (color_columns, color_rows, color_symmetric)]
+        assert set(coloring._COMPILED) >= {"graph", "greedy", "star"}
+    finally:
+        coloring.SMALL_PATTERN = saved[0]
+        coloring._COMPILED.update(saved[1])
+    for a, b in zip(python, compiled):
+        np.testing.assert_array_equal(a, b)
