@@ -250,7 +250,8 @@ class Jitted:
             else:
                 return
         namespace = {"FINISH": entry.finish, "ndarray": np.ndarray,
-                     "ascontiguous": np.ascontiguousarray, "MISS": _MISS,
+                     "ascontiguous": np.ascontiguousarray, "asarray": np.asarray,
+                     "MISS": _MISS,
                      "REFUSED": (TypeError, GuardFailed)}
         kernel = entry.kernel
         if isinstance(kernel, functools.partial):  # constant arrays: globals of the call
@@ -260,8 +261,8 @@ class Jitted:
             kernel = kernel.func
         namespace["K"] = kernel
         call = f"K({', '.join(passed)})"
-        finish = {_same: call, _gradient: f"{call}[1][0]"}.get(entry.finish,
-                                                              f"FINISH({call})")
+        finish = {_same: call, _array: f"asarray({call})"}.get(entry.finish,
+                                                             f"FINISH({call})")
         params = ", ".join(f"{n}=MISS" for n in names)
         test = " and ".join(["not rest"] + checks)
         source = (f"def __call__(self, {params}, *rest):\n"
@@ -323,11 +324,12 @@ class Jitted:
             nums = [self.argnums] if single else list(self.argnums)
             wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
                           for a in nums), ())
+            if single and kind == "grad" and not aux:  # the gradient alone; a number's
+                kernel = code.gradient(wanted, value=False)  # as a 0-d array, as eager
+                return kernel, _same if code.low.shapes[wanted[0]] else _array
             kernel = code.gradient(wanted, aux=aux)
             if aux:
                 return kernel, _with_aux_gradients(program, kind, single)
-            if single and kind == "grad":  # a number's gradient: a 0-d array, as eager
-                return kernel, _gradient if code.low.shapes[wanted[0]] else _gradient_0d
             if single:
                 return kernel, _value_and_gradient
             return kernel, _gradients if kind == "grad" else _value_and_gradients
@@ -473,14 +475,6 @@ def _scalar(r: Any) -> Any:
 def _array(v: Any) -> Any:
     """A result as eager mode hands it back: a number as a 0-d array."""
     return v if type(v) is np.ndarray else np.asarray(v)
-
-
-def _gradient(r: Any) -> Any:
-    return r[1][0]
-
-
-def _gradient_0d(r: Any) -> Any:
-    return np.asarray(r[1][0])
 
 
 def _value_and_gradient(r: Any) -> Any:

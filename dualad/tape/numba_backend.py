@@ -972,10 +972,12 @@ class NumbaProgram:
                 found.append(f"np.full({self._shape_literal(shape)}, {value})")
         return found
 
-    def gradient(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
+    def gradient(self, wanted: tuple[int, ...], aux: bool = False,
+                 value: bool = True) -> Callable[..., Any]:
         """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
-        output; with ``aux``, ``(value, gradients, other outputs)``."""
-        fn = self._cache.get(("gradient", wanted, aux))
+        output; with ``aux``, ``(value, gradients, other outputs)``; with ``value=False``
+        (one wanted slot, no ``aux``), the gradient alone (nothing else to box)."""
+        fn = self._cache.get(("gradient", wanted, aux, value))
         if fn is not None:
             return fn
         o = self._differentiated(single=not aux)
@@ -990,8 +992,11 @@ class NumbaProgram:
             self._adjoints(w, act, wanted)
         grads = self._slot_results(act, o, wanted)
         tail = f", {self._aux()}" if aux else ""
-        w.emit(1, f"return _v{o}, ({''.join(g + ', ' for g in grads)}){tail}")
-        fn = self._cache[("gradient", wanted, aux)] = self._module("tape_gradient", w, params)
+        if value or aux or len(grads) != 1:
+            w.emit(1, f"return _v{o}, ({''.join(g + ', ' for g in grads)}){tail}")
+        else:
+            w.emit(1, f"return {grads[0]}")
+        fn = self._cache[("gradient", wanted, aux, value)] = self._module("tape_gradient", w, params)
         return fn
 
     def jvp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
