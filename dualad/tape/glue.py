@@ -23,11 +23,22 @@ Example:
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 
 __all__ = ["assemble", "statements"]
 
 DECORATOR = '@numba.njit(cache=True, error_model="numpy")'
+#: A line that only names, reshapes or returns arrays: the same in Python as in Numba.
+_PLAIN = re.compile(r"^    (?:return |_\w+ = )[\w ,.()]*$")
+_METHODS = re.compile(r"\.(?:reshape|copy)\(")
+_CALL = re.compile(r"\w\(")
+
+
+def _plain(line: str) -> bool:
+    """Whether a line only names, reshapes, copies or returns arrays (no arithmetic, no
+    other call): it means the same in Python as in Numba."""
+    return bool(_PLAIN.match(line)) and not _CALL.search(_METHODS.sub(".(", line))
 
 
 def statements(lines: list[str]) -> list[list[str]]:
@@ -104,6 +115,10 @@ def assemble(name: str, segments: list[tuple[str, list[str]]], params: list[str]
             size += len(s)
         if current:
             parts.append(("numba", current))
+    if len(parts) > 1:  # a part that only names and reshapes arrays: no Numba call
+        parts = [("python" if kind == "numba" and all(_plain(line) for st in stmts
+                                                       for line in st) else kind, stmts)
+                 for kind, stmts in parts]
     if len(parts) == 1 and parts[0][0] == "numba":
         body = [line for s in parts[0][1] for line in s]
         return "\n".join([DECORATOR, f"def {name}({', '.join(params)}):"] + body) + "\n"

@@ -49,6 +49,7 @@ from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
 from .glue import assemble
 from .lowering import Guard, Linear, Lowered, LoweringError, MatMul, Select
+from .pruning import prune
 from .regions import Node, Read, Region, Step, index_source, partition
 
 __all__ = ["BatchLoop", "NumbaProgram", "batch_kernel"]
@@ -824,6 +825,7 @@ class NumbaProgram:
                   for line in (f"    if {p}.shape[0] != {self.low.sizes[int(p[2:])]}:",
                                "        raise GuardFailed()")]
         w.segments[0][1][:0] = checks
+        w.segments[:] = prune(w.segments)
         cost = compile_cost(w.segments)
         if cost > MAX_COMPILE_COST:
             raise LoweringError(f"a program this large quickly (its Numba code costs "
