@@ -122,19 +122,21 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def jit(fn: Callable[..., Any], *, fallback: str = "warn") -> Callable[..., Any]:
+def jit(fn: Callable[..., Any], *, fallback: str = "warn",
+        background: bool = False) -> Callable[..., Any]:
     """``fn`` (a function, or ``ad.grad(f)``, ``ad.value_and_grad(f)``, ``ad.jacobian(f)``,
     ``ad.ode_jacobian(f)``, ``ad.sparse_jacobian(f)``) recorded at its first call and
     compiled with Numba; see :mod:`dualad.tape.jit`. ``fallback="error"`` raises
     :class:`JitError` where something cannot be compiled (else it runs as the tape's Python
-    replay, with a :class:`JitFallbackWarning` once).
+    replay, with a :class:`JitFallbackWarning` once). ``background=True`` compiles in a
+    thread while the replay serves the calls (a first call without the compile's wait).
 
     Example:
         >>> import numpy as np, dualad as ad
         >>> ad.jit(ad.grad(lambda x: np.sum(x ** 2)))(np.array([1.0, 2.0]))
         array([2., 4.])
     """
-    return _jit(fn, fallback=fallback, coloring=color_columns)
+    return _jit(fn, fallback=fallback, coloring=color_columns, background=background)
 
 
 def __dir__() -> list[str]:

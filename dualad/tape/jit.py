@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -72,6 +73,7 @@ class _Miss:
 _MISS = _Miss()
 _NOT_HERE = _Miss()  # a recording whose guards fail at the arguments it was built for
 _REPLAY = _Miss()  # a recording whose compiled guards fail where it was recorded
+_PENDING = _Miss()  # a recording compiling in the background: the replay serves meanwhile
 _F8 = np.dtype(np.float64)
 
 
@@ -102,12 +104,16 @@ class Jitted:
 
     def __init__(self, fn: Callable[..., Any], fallback: str = "warn",
                  tape: Tape | None = None,
-                 coloring: Callable[[Any], np.ndarray] | None = None) -> None:
+                 coloring: Callable[[Any], np.ndarray] | None = None,
+                 background: bool = False) -> None:
         if fallback not in FALLBACKS:
             raise ValueError(f"jit: fallback={fallback!r}; use 'warn' or 'error'.")
         mark = transform_mark(fn)
         self.fn = fn
         self.fallback = fallback
+        self.background = bool(background)
+        self._build_lock = threading.Lock()  # one build at a time (the sparsity detection
+        self._compiling: dict[int, tuple[threading.Thread, list[Any]]] = {}  # reads args)
         self.kind = mark.name if mark is not None else "value"
         self.f = mark.f if mark is not None else fn
         self.argnums = mark.argnums if mark is not None else None
@@ -141,7 +147,7 @@ class Jitted:
 
     def __reduce__(self) -> tuple:
         """Pickled as the function it compiles (workers compile, or load, their own)."""
-        return (Jitted, (self.fn, self.fallback, None, self._coloring))
+        return (Jitted, (self.fn, self.fallback, None, self._coloring, self.background))
 
     # the Python path ---------------------------------------------------------------------
     def python(self) -> Callable[..., Any]:
@@ -200,9 +206,19 @@ class Jitted:
                 if entry is _REPLAY:
                     replay = True
                     continue
+                if entry is _MISS and self.background:
+                    self._compile_in_background(program, args, leaves, inputs, ranges, specs)
+                    entry = _PENDING
+                if entry is _PENDING:
+                    entry = self._compiled_in_background(program)
+                    if entry is _PENDING:  # the replay serves until the code is ready
+                        return self.python()(*args)
+                    if entry is _NOT_HERE:
+                        continue
                 if entry is _MISS:
-                    self._current_args = args
-                    entry = self._build(program, leaves, inputs, ranges, specs)
+                    with self._build_lock:
+                        self._current_args = args
+                        entry = self._build(program, leaves, inputs, ranges, specs)
                     if entry is _NOT_HERE:
                         continue
                     self._entries[id(program)] = entry
@@ -287,15 +303,81 @@ class Jitted:
             raise LoweringError(f"argument {argnum} is not a float array or number")
         return (s,)
 
+    def _compile_in_background(self, program: Any, args: tuple, leaves: list[Any],
+                               inputs: list[int], ranges: list[tuple[int, int]],
+                               specs: list[Any]) -> None:
+        """Build ``program``'s entry in a thread of its own (``background=True``); what
+        it could not compile is reported by the call that picks the entry up."""
+        done: list[Any] = []
+        why: list[str] = []
+
+        def build() -> None:
+            with self._build_lock:
+                self._current_args = args
+                try:
+                    done.append(self._build(program, leaves, inputs, ranges, specs, why))
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                    done.append(exc)
+
+        thread = threading.Thread(target=build, name=f"ad.jit({self.__name__})")
+        self._entries[id(program)] = _PENDING
+        self._compiling[id(program)] = (thread, [done, why])
+        thread.start()
+
+    def _compiled_in_background(self, program: Any) -> Any:
+        """The entry of ``program`` if its background build has finished, else _PENDING.
+        A build that failed, or cannot compile with ``fallback="error"``, raises at every
+        call, as a build in the caller's thread does."""
+        thread, (done, why) = self._compiling[id(program)]
+        if thread.is_alive():
+            return _PENDING
+        entry = done[0] if done else None
+        if isinstance(entry, BaseException):
+            raise entry
+        if why and self.fallback == "error":
+            self._not_compiled(why[0])
+        del self._compiling[id(program)]
+        if entry is _NOT_HERE:  # built where its guards fail: build again when it is met
+            del self._entries[id(program)]
+            return _NOT_HERE
+        self._entries[id(program)] = entry
+        for message in why:
+            self._not_compiled(message)
+        return entry
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the code compiling in the background (``background=True``); True when
+        none is left compiling.
+
+        Example:
+            >>> import numpy as np, dualad as ad
+            >>> f = ad.jit(ad.grad(lambda x: np.sum(x ** 3)), background=True)
+            >>> f(np.array([1.0, 2.0]))  # the tape's replay, while Numba compiles
+            array([ 3., 12.])
+            >>> f.wait()
+            True
+            >>> f(np.array([1.0, 2.0]))  # the compiled code
+            array([ 3., 12.])
+        """
+        for thread, _ in list(self._compiling.values()):
+            thread.join(timeout)
+        return not any(t.is_alive() for t, _ in self._compiling.values())
+
     def _build(self, program: Any, leaves: list[Any], inputs: list[int],
-               ranges: list[tuple[int, int]], specs: list[Any]) -> _Entry | None:
+               ranges: list[tuple[int, int]], specs: list[Any],
+               why: list[str] | None = None) -> _Entry | None:
+        """The compiled entry of ``program`` (None: it runs as the replay; _NOT_HERE). What
+        cannot compile is reported now, or appended to ``why`` (a background build)."""
         values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
         try:  # built where its guards hold (a pattern detected here is the recording's)
             check_input_guards(program, values)
             code = NumbaProgram(lower(program, values))
             kernel, finish = self._entry(code, program, ranges, specs)
         except LoweringError as exc:
-            self._not_compiled(str(exc))
+            if why is None:
+                self._not_compiled(str(exc))
+            else:
+                why.append(str(exc))
             return None
         except GuardFailed:  # lowered at arguments this recording does not cover
             return _NOT_HERE
@@ -558,8 +640,14 @@ def _square(r: Any) -> Any:
 
 
 def jit(fn: Callable[..., Any], *, fallback: str = "warn",
-        coloring: Callable[[Any], np.ndarray] | None = None) -> Jitted:
+        coloring: Callable[[Any], np.ndarray] | None = None,
+        background: bool = False) -> Jitted:
     """``fn`` (a function or a transform of one) recorded at its first call and compiled.
+
+    ``background=True`` compiles in a thread of its own: until the code is ready, calls
+    run the tape's Python replay (a first call costs a recording, not a compile), and what
+    cannot be compiled is reported by the first call after the build (``wait()`` blocks
+    until it is done).
 
     ``coloring(pattern) -> colours`` (a distance-2 column colouring, ``dualad.jit`` passes
     :func:`dualad.color_columns`) lets a dense ``ad.jacobian`` whose pattern is sparse seed
@@ -573,4 +661,4 @@ def jit(fn: Callable[..., Any], *, fallback: str = "warn",
     """
     if isinstance(fn, Jitted):
         return fn
-    return Jitted(fn, fallback, coloring=coloring)
+    return Jitted(fn, fallback, coloring=coloring, background=background)
