@@ -487,6 +487,56 @@ def compile_cases():
     return cases
 
 
+_FIRST_SOLVE = """
+import sys, time
+sys.path.insert(0, {root!r})
+import warnings
+import numpy as np, dualad as ad
+from scipy.integrate import solve_ivp
+from benchmarks.compiled import DENSE
+warnings.simplefilter("ignore")
+p = next(p for p in DENSE if p.name == "POLLU")
+jac = {jac}
+start = time.perf_counter()
+first = jac(p.t_span[0], p.y0) if callable(jac) else None
+mid = time.perf_counter()
+solve_ivp(p.rhs, p.t_span, p.y0, method="BDF", jac=jac, rtol=p.rtol, atol=p.atol)
+print(mid - start, time.perf_counter() - start)
+"""
+
+
+def first_solve_rows(bench: Bench) -> None:
+    """A new process's first solve of POLLU with BDF (its first Jacobian included): compiled
+    cold in the caller's thread, cold in the background, eager, and scipy's differences."""
+    root = str(Path(__file__).resolve().parents[1])
+    methods = [("eager ad.ode_jacobian", BASELINE, "ad.ode_jacobian(p.rhs)"),
+               ("ad.jit(ode_jacobian)", DUALAD, "ad.jit(ad.ode_jacobian(p.rhs))"),
+               ("ad.jit(ode_jacobian, background=True)", DUALAD,
+                "ad.jit(ad.ode_jacobian(p.rhs), background=True)"),
+               ("jac=None (scipy FD)", REFERENCE, "None")]
+    for method, role, jac in methods:
+        firsts, solves = [], []
+        for _ in range(2):
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, DUALAD_KERNEL_CACHE=cache)
+                out = subprocess.run([sys.executable, "-c",
+                                      _FIRST_SOLVE.format(root=root, jac=jac)],
+                                     env=env, capture_output=True, text=True, cwd=root)
+            if out.returncode:
+                note(f"compiled: first-solve run failed: {out.stderr[-300:]}")
+                return
+            first, solve = (float(v) * 1e6 for v in out.stdout.split())
+            firsts.append(first)
+            solves.append(solve)
+        for label, us in ((f"first solve_ivp BDF of POLLU, new process", solves),
+                          ("first Jacobian of POLLU, new process", firsts)):
+            if jac == "None" and label.startswith("first Jacobian"):
+                continue
+            bench.add(Row("compiled", label, method, role,
+                          Timing(statistics.median(us), min(us), max(us), 1, len(us),
+                                 tuple(us))))
+
+
 def compile_rows(bench: Bench, quick: bool) -> None:
     root = str(Path(__file__).resolve().parents[1])
     runs = {"cold (empty cache)": [], "from the disk cache": []}
@@ -515,6 +565,7 @@ def run(quick: bool = False):
     note("compiled: jax rows take jax arrays and block until ready; compiled rows exclude "
          "compilation (warm-up)")
     stiff_rows(bench)
+    first_solve_rows(bench)
     lorenz_rows(bench, quick)
     brusselator_rows(bench)
     chain_rows(bench)
