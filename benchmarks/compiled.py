@@ -528,7 +528,7 @@ def first_solve_rows(bench: Bench) -> None:
             first, solve = (float(v) * 1e6 for v in out.stdout.split())
             firsts.append(first)
             solves.append(solve)
-        for label, us in ((f"first solve_ivp BDF of POLLU, new process", solves),
+        for label, us in (("first solve_ivp BDF of POLLU, new process", solves),
                           ("first Jacobian of POLLU, new process", firsts)):
             if jac == "None" and label.startswith("first Jacobian"):
                 continue
