@@ -57,7 +57,12 @@ import warnings
 from typing import Any
 
 from .core.arguments import value
-from .core.array_protocol import lift_object_array, register_ufunc_method, shape_of
+from .core.array_protocol import (
+    lift_object_array,
+    observed_level,
+    register_ufunc_method,
+    shape_of,
+)
 from .core.dispatch import forward, gradient
 from .core.errors import MissingRuleError, TagMismatchError
 from .core.operators import Broadcasted, Method
@@ -71,6 +76,7 @@ from .derivatives.registry import (
     not_differentiable_functions,
     traced_function,
 )
+from .derivatives.scalar_forms import declare_scalar_form
 from .forward_mode.dual import (
     Dual,
     innermost_tag,
@@ -168,6 +174,9 @@ __all__ = [
     "declare_select",
     "declare_sort",
     "declare_write",
+    # compiled programs (ad.jit): scalar forms of elementwise functions that are not ufuncs
+    "declare_scalar_form",
+    "observed_level",
     "note_index_map",
     "note_scatter",
     # errors

@@ -80,7 +80,9 @@ def is_differentiable_output(out: Any) -> bool:
         return True
     if t is np.ndarray:
         return out.dtype.kind in "fc"
-    if isinstance(out, (np.floating, np.complexfloating, complex, Traced)):
+    if isinstance(out, Traced):  # a traced comparison (a tape's ValueNode) has none
+        return not getattr(out, "without_derivative", False)
+    if isinstance(out, (np.floating, np.complexfloating, complex)):
         return True
     if isinstance(out, np.ndarray):
         return out.dtype.kind in "fc"

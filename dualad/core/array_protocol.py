@@ -34,6 +34,7 @@ __all__ = [
     "count_object_holder",
     "register_ufunc_method",
     "shape_of",
+    "observed_level",
     "value_observer",
 ]
 
@@ -41,6 +42,20 @@ __all__ = [
 # and given results that carry no derivative (``observer.on_result``); set by ``ad.record``.
 value_observer: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "dualad_value_observer", default=None)
+
+
+def observed_level() -> int | None:
+    """The level of the traced values the current observer records (a tape's), or None.
+
+    Rules that decide from plain values (a mask, a permutation) stop unwrapping there:
+    what they compute from the recorded values is recorded too, so that a replay
+    recomputes it instead of reusing the recorded decision.
+
+    Example:
+        >>> observed_level() is None   # nothing records here
+        True
+    """
+    return getattr(value_observer.get(), "level", None)
 
 # How many object arrays holding traced values (np.asarray(x) of a traced x) this context
 # made: a transform compares it before and after a failed call, to tell a traced value

@@ -605,6 +605,17 @@ def numba_scalar_call(numpy_name: str, args: Sequence[str]) -> str:
     return f"np.{numpy_name}({', '.join(args)})"
 
 
+def numba_predicate_call(numpy_name: str, args: Sequence[str]) -> str:
+    """Numba source of a boolean ufunc (a comparison, ``isnan``) on float64 scalars, as
+    the float 1.0 or 0.0 (how compiled programs store a mask).
+
+    Example:
+        >>> numba_predicate_call("less", ["a", "b"])
+        '(1.0 if np.less(a, b) else 0.0)'
+    """
+    return f"(1.0 if np.{numpy_name}({', '.join(args)}) else 0.0)"
+
+
 def kernel_masks(n_args: int) -> list[tuple[bool, ...]]:
     """Which arguments carry partials, for each kernel variant: every non-empty subset.
 

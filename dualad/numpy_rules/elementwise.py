@@ -17,5 +17,5 @@ __all__: list[str] = []
 define_table_rules()
 
 for _f in not_differentiable_functions():
-    if isinstance(_f, np.ufunc) and _f.nout == 1 and all(t.endswith("?") for t in _f.types):
+    if isinstance(_f, np.ufunc) and _f.nout == 1 and all(t.endswith("?") for t in _f.types if "O" not in t):
         define_value_rule(_f)

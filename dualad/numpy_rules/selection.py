@@ -25,9 +25,11 @@ from ..extend import (
     Dual,
     declare_elementwise,
     declare_index_map,
+    declare_scalar_form,
     declare_select,
     declare_sort,
     innermost_tag,
+    observed_level,
     register_keyword_aliases,
     shape_of,
     unbroadcast,
@@ -48,10 +50,17 @@ __all__: list[str] = []
 _NoValue = getattr(np, "_NoValue", None)
 
 
+def _factor(s: Any) -> Any:
+    """A factor of 0.0 / 0.5 / 1.0 entries as floats (computed from a tape's recorded
+    values, it stays recorded)."""
+    return s if hasattr(s, "_primal") else np.asarray(s, dtype=np.float64)
+
+
 def _column(mask: Any) -> Any:
-    """A plain mask or factor shaped to multiply partials."""
-    m = np.asarray(mask)
-    return m if m.ndim == 0 else m[..., None]
+    """A plain mask or factor (or a tape's recorded comparison) shaped to multiply
+    partials."""
+    m = mask if hasattr(mask, "_primal") else np.asarray(mask)
+    return m if len(shape_of(m)) == 0 else m[..., None]
 
 
 def _full_partials(p: Any, shape: tuple[int, ...], k: int) -> Any:
@@ -67,22 +76,36 @@ def _where(grad: Any, output: Any, condition: Any, *xy: Any) -> tuple:
     if len(xy) != 2:
         return (None,) * (1 + len(xy))
     x, y = xy
-    c = np.asarray(value_of(condition), dtype=bool)
+    c = mask_of(condition)
     return (None, unbroadcast(np.where(c, grad, 0.0), shape_of(x)),
             unbroadcast(np.where(c, 0.0, grad), shape_of(y)))
 
 
 def value_of(x: Any) -> Any:
-    """The plain value behind a traced condition (conditions are never differentiated)."""
-    while hasattr(x, "_primal") and not isinstance(x, np.ndarray):
+    """The plain value behind a traced condition (conditions are never differentiated).
+    Under a tape, the value the tape records stays as it is (and a comparison it
+    recorded): the tape recomputes what is computed from it on replay, and reading it as
+    a plain array is a guard of the recording."""
+    level = observed_level()
+    while hasattr(x, "_primal") and not isinstance(x, np.ndarray) and \
+            not getattr(x, "without_derivative", False) and \
+            (level is None or getattr(x, "level", None) != level):
         x = x._primal()
     return x
+
+
+def mask_of(condition: Any) -> Any:
+    """A condition as a boolean array, or as the tape's recorded comparison (which
+    ``np.where`` reads as it is, so that a replayed or compiled tape's mask follows its
+    arguments)."""
+    c = value_of(condition)
+    return c if getattr(c, "without_derivative", False) else np.asarray(c, dtype=bool)
 
 
 @tangent_rule(np.where, duals=(0, 1, 2))
 def _where_tangent(condition: Any, *xy: Any) -> Any:
     tag = innermost_tag((condition,) + xy)
-    c = np.asarray(value_of(condition), dtype=bool)
+    c = mask_of(condition)
     if len(xy) != 2:
         return np.where(c, *xy)
     (xv, yv), (xp, yp) = split_duals(xy, tag)
@@ -98,7 +121,7 @@ def _select_masks(condlist: Any) -> tuple[list[np.ndarray], np.ndarray]:
     taken = None
     masks = []
     for c in condlist:
-        c = np.asarray(value_of(c), dtype=bool)
+        c = mask_of(c)
         masks.append(c if taken is None else c & ~taken)
         taken = c if taken is None else taken | c
     return masks, (~taken if taken is not None else np.array(True))
@@ -192,11 +215,11 @@ def _clip_tangent(x: Any, *args: Any, **kwargs: Any) -> Any:
     s1, s2 = _clip_factors(xv, lov, hiv)
     acc = None
     if xp is not None:
-        acc = add_terms(acc, xp * _column(np.asarray(s1 * s2, dtype=np.float64)))
+        acc = add_terms(acc, xp * _column(_factor(s1 * s2)))
     if lop is not None:
-        acc = add_terms(acc, lop * _column(np.asarray((1.0 - s1) * s2, dtype=np.float64)))
+        acc = add_terms(acc, lop * _column(_factor((1.0 - s1) * s2)))
     if hip is not None:
-        acc = add_terms(acc, hip * _column(np.asarray(1.0 - s2, dtype=np.float64)))
+        acc = add_terms(acc, hip * _column(_factor(1.0 - s2)))
     k = next(shape_of(p)[-1] for p in (xp, lop, hip) if p is not None)
     return Dual._make(value, _full_partials(acc, shape_of(value), k), tag)
 
@@ -339,6 +362,9 @@ def _imag_tangent(x: Any) -> Any:
 declare_index_map(np.take, np.take_along_axis)
 declare_index_map(np.compress, np.extract, data=(1,))
 declare_elementwise(np.where, flowing=(1, 2))
+# compiled programs (ad.jit) write it into their scalar loops
+declare_scalar_form(np.where, ("c", "a", "b"), "where(c != 0, a, b)",
+                    ("not differentiable", "where(c != 0, 1, 0)", "where(c != 0, 0, 1)"))
 declare_elementwise(np.clip)
 
 declare_elementwise(np.nan_to_num, flowing=(0,))

@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import DualadError
-from ..derivatives.language import NUMBA_UFUNCS, numba_scalar_source
+from ..derivatives.language import NUMBA_UFUNCS, numba_predicate_call, numba_scalar_source
 from ..derivatives.registry import get_rule, operator_type
+from ..derivatives.scalar_forms import scalar_form
 from ..sparsity.flows import (
     index_map_data,
     is_contraction,
@@ -85,6 +86,7 @@ class Map:
     operands: list[Operand]
     temps: list[str]  # scalar statements shared by the partials
     partials: list[str]  # one scalar expression per argument ("0.0": none)
+    value: str | None = None  # the value's scalar source, when ``name`` is not a ufunc
 
 
 @dataclass
@@ -203,11 +205,15 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
             low.instructions.append(Const(e.out, _float_array(slots[e.out], repr(e.op)).ravel()))
             continue
         if not e.differentiable:
-            guards = _lower_predicate(e, shapes, read)
-            if guards is None:
+            lowered = _lower_predicate(e, shapes, read)
+            data = index_map_data(type(e.op))
+            if lowered is None and data is not None:  # entries of a mask (``m[0]``)
+                lowered = [_lower_gather(e, slots, sizes, found, data)] + [
+                    _lower_guard(e.out, None, kind, recorded) for kind, recorded in e.guards]
+            if lowered is None:
                 raise LoweringError(f"{e.op!r} computes a value without derivative from the "
                                     f"inputs")
-            low.instructions.extend(guards)
+            low.instructions.extend(lowered)
             continue
         if e.guards:  # the value itself is read: checked once it is computed
             low.instructions.append(_lower_one(e, slots, shapes, sizes, found))
@@ -225,6 +231,9 @@ def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     rule = e.rule if e.rule is not None else _own_table_rule(e)
     if rule is not None:
         return _lower_map(e, rule, slots, shapes)
+    form = scalar_form(getattr(e.op, "f", None))
+    if form is not None:
+        return _lower_form(e, form, shapes)
     data = index_map_data(type(e.op))
     if data is not None:
         return _lower_gather(e, slots, sizes, found, data)
@@ -265,24 +274,28 @@ def _is_predicate(f: Any) -> bool:
 
 
 def _lower_predicate(e: Operation, shapes: list[tuple[int, ...]], read: set[int]
-                     ) -> list[Guard] | None:
-    """The guards of a comparison that only a guard reads (``if x[0] > 0:``), or None."""
+                     ) -> list[Any] | None:
+    """A comparison (or another boolean ufunc) of computed values: a :class:`Map` to 1.0 /
+    0.0 without derivative when something reads it (a mask), and the guards of the
+    branches taken on it (``if x[0] > 0:``); None for other values without derivative."""
     f = getattr(e.op, "f", None)
-    if not _is_predicate(f) or e.out in read or e.kw or e.seqs or \
-            len(e.template) != f.nin:
+    if not _is_predicate(f) or e.kw or e.seqs or len(e.template) != f.nin:
         return None
-    if not e.guards:
-        return []  # computed, read by nothing: nothing to compile
     operands = _map_operands(e, shapes)
     names = tuple(f"x{i}" for i in range(f.nin))
-    guards = []
+    lowered: list[Any] = []
+    if e.out in read:
+        lowered.append(Map(e.out, f.__name__, names, operands, [], ["0.0"] * f.nin,
+                           numba_predicate_call(f.__name__, names)))
     for kind, recorded in e.guards:
         g = _lower_guard(e.out, None, kind, recorded)
         g.slot, g.name, g.arg_names, g.operands = None, f.__name__, names, operands
+        if e.out in read and g.kind != "shape":  # the computed mask itself is read
+            g.slot, g.name, g.arg_names, g.operands = e.out, None, (), []
         if g.kind not in ("shape", "bool", "value"):
             raise LoweringError(f"a comparison read as {kind}")
-        guards.append(g)
-    return guards
+        lowered.append(g)
+    return lowered
 
 
 def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
@@ -342,6 +355,19 @@ def _lower_map(e: Operation, rule: Any, slots: list[Any], shapes: list[tuple[int
         raise LoweringError(f"{e.op!r}: its derivative needs a function Numba lacks")
     temps, partials = body
     return Map(e.out, name, rule.arg_names, _map_operands(e, shapes), temps, partials)
+
+
+def _lower_form(e: Operation, form: Any, shapes: list[tuple[int, ...]]) -> Map:
+    """An elementwise function with a declared scalar form (``np.where``)."""
+    if e.kw or e.seqs or len(e.template) != len(form.arg_names):
+        raise LoweringError(f"{e.op!r} with these arguments has no compiled form")
+    value = numba_scalar_source([form.value], indent="")
+    body = numba_scalar_source(list(form.derivatives), indent="")
+    if value is None or body is None or value[0]:
+        raise LoweringError(f"{e.op!r}: its scalar form needs a function Numba lacks")
+    temps, partials = body
+    return Map(e.out, "", form.arg_names, _map_operands(e, shapes), temps, partials,
+               value[1][0])
 
 
 def _map_operands(e: Operation, shapes: list[tuple[int, ...]]) -> list[Operand]:

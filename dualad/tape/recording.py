@@ -56,6 +56,7 @@ class ValueNode(CachedNode):
     """
 
     __slots__ = ()
+    without_derivative = True  # as its result: see core.arguments.is_differentiable_output
 
     def __bool__(self) -> bool:
         return _read(self, "bool", bool(self.output))
@@ -82,11 +83,47 @@ class ValueNode(CachedNode):
     def item(self, *args: Any) -> Any:
         return self.__array__().item(*args)
 
+    # ``~``, ``&``, ``|``, ``^`` of masks: numpy's bitwise ufuncs on booleans are the
+    # logical ones (which compiled programs know as predicates)
+    def __invert__(self) -> Any:
+        return (np.logical_not if _is_mask(self) else np.invert)(self)
+
+    def __and__(self, other: Any) -> Any:
+        return _logical(np.logical_and, np.bitwise_and, self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _logical(np.logical_and, np.bitwise_and, other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _logical(np.logical_or, np.bitwise_or, self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _logical(np.logical_or, np.bitwise_or, other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _logical(np.logical_xor, np.bitwise_xor, self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _logical(np.logical_xor, np.bitwise_xor, other, self)
+
     def tolist(self) -> Any:
         return self.__array__().tolist()
 
     def __repr__(self) -> str:
         return f"ValueNode({self.op!r}, output={self.output!r})"
+
+
+def _is_mask(x: Any) -> bool:
+    """A boolean value: a recorded comparison's result, or a plain boolean."""
+    if isinstance(x, ValueNode):
+        x = x.output
+    elif isinstance(x, Traced):
+        return False
+    return isinstance(x, (bool, np.bool_)) or getattr(x, "dtype", None) == np.bool_
+
+
+def _logical(logical: Any, bitwise: Any, a: Any, b: Any) -> Any:
+    return (logical if _is_mask(a) and _is_mask(b) else bitwise)(a, b)
 
 
 def _read(node: ValueNode, kind: str, outcome: Any) -> Any:

@@ -397,8 +397,10 @@ def partition(low: Lowered) -> Plan:
                     operands.append(op.constant)
                 else:
                     operands.append(read(r, *next(it)))
-            r.nodes.append(Node(o, numba_scalar_call(ins.name, ins.arg_names), ins.arg_names,
-                                operands, ins.temps, ins.partials, "map", ins.name))
+            call = ins.value if ins.value is not None else numba_scalar_call(ins.name,
+                                                                             ins.arg_names)
+            r.nodes.append(Node(o, call, ins.arg_names, operands, ins.temps, ins.partials,
+                                "map", ins.name if ins.value is None else ""))
             r.locals[o] = len(r.nodes) - 1
             producers[o] = r
             continue

@@ -110,3 +110,39 @@ def test_recorded_transforms_through_masks_are_right_or_refused(transform):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ad.TapeRetraceWarning)
         np.testing.assert_allclose(tape(point, v), inner(point, v), rtol=1e-12, atol=1e-12)
+
+
+DECIDING = {  # functions whose rules decide from values: masks, orders, finite entries
+    "clip": lambda x: np.sum(np.clip(x, 0.2, 0.8) * x),
+    "clip_traced_bound": lambda x: np.sum(np.clip(x, x[0] * 0.5, 0.8) * x),
+    "sort": lambda x: np.sum(np.sort(x) * np.arange(4.0)),
+    "nan_to_num": lambda x: np.sum(np.nan_to_num(np.log(x - 0.3))),
+    "take_along_argsort": lambda x: np.sum(np.take_along_axis(x, np.argsort(x), 0) ** 2
+                                           * np.arange(4.0)),
+    "select": lambda x: np.sum(np.select([x < 0.3, x > 0.7], [x ** 2, x ** 3], x)),
+    "maximum_abs": lambda x: np.sum(np.maximum(x, 0.5) * x + np.abs(x - 0.5) ** 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECIDING))
+@pytest.mark.parametrize("transform", ["grad", "jvp", "hvp"])
+def test_recorded_transforms_recompute_what_rules_decide(name, transform):
+    """A tape (and ad.jit) of a transform whose rules decide from values (a mask, a sort
+    order, which entries are finite), replayed where every decision differs: the numbers
+    of eager mode, never the recorded decisions."""
+    f = DECIDING[name]
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    inner = {"grad": lambda x: ad.grad(f)(x),
+             "jvp": lambda x: ad.jvp(f, (x,), (v,))[1],
+             "hvp": lambda x: ad.hvp(f, x, v)}[transform]
+    x = np.linspace(0.1, 1.0, 4)
+    tape = ad.record(inner, x)
+    jitted = ad.jit(inner)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ad.TapeRetraceWarning)
+        warnings.simplefilter("ignore", ad.JitFallbackWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)  # log of negatives: nan_to_num
+        for point in (x, np.array([0.9, 0.05, 0.6, 0.35]), np.array([0.5, 0.2, 0.8, 1.5])):
+            expected = inner(point)
+            np.testing.assert_allclose(tape(point), expected, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(jitted(point), expected, rtol=1e-12, atol=1e-12)
