@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import operator
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = [
     "BINARY_OPERATORS",
     "NumpyOverloads",
     "lift_object_array",
+    "HOLDERS",
     "object_holders_made",
     "count_object_holder",
     "register_ufunc_method",
@@ -57,21 +59,28 @@ def observed_level() -> int | None:
     """
     return getattr(value_observer.get(), "level", None)
 
-# How many object arrays holding traced values (np.asarray(x) of a traced x) this context
-# made: a transform compares it before and after a failed call, to tell a traced value
-# that reached compiled code (which cannot run on them) from other errors.
-_HOLDERS: contextvars.ContextVar[int] = contextvars.ContextVar("dualad_object_holders",
-                                                               default=0)
+
+# How many object arrays holding traced values (np.asarray(x) of a traced x) this thread
+# made (``HOLDERS.made``): a transform compares it before and after a failed call (which
+# runs in one thread), to tell a traced value that reached compiled code (which cannot run
+# on them) from other errors.
+
+
+class _HolderCount(threading.local):
+    made = 0
+
+
+HOLDERS = _HolderCount()
 
 
 def object_holders_made() -> int:
-    """The number of object arrays holding traced values made so far in this context."""
-    return _HOLDERS.get()
+    """The number of object arrays holding traced values made so far in this thread."""
+    return HOLDERS.made
 
 
 def count_object_holder() -> None:
     """Count one more object array holding a traced value (see :func:`object_holders_made`)."""
-    _HOLDERS.set(_HOLDERS.get() + 1)
+    HOLDERS.made += 1
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -243,7 +252,7 @@ class NumpyOverloads:
             # np.array([x, y]) of traced values: an object array that holds them; the
             # transforms turn it back into one traced array (see lift_object_array).
             # A non-0-d value is held entry by entry, so the holder has the value's shape.
-            _HOLDERS.set(_HOLDERS.get() + 1)
+            HOLDERS.made += 1
             shape = self.shape
             holder = np.empty(shape, dtype=object)
             if shape == ():

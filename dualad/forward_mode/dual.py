@@ -39,8 +39,8 @@ from ..core.arguments import is_differentiable_output
 from ..core.arguments import value as _plain_value
 from ..core.array_protocol import (
     BINARY_OPERATORS,
+    HOLDERS,
     NumpyOverloads,
-    count_object_holder,
     shape_of,
 )
 from ..core.dispatch import forward, missing_rule_message
@@ -419,7 +419,7 @@ class Dual(Traced, NumpyOverloads):
         if dtype is None and type(self.value) is np.float64:  # np.array([x, y]) of scalars
             holder = np.empty((), dtype=object)
             holder[()] = self
-            count_object_holder()
+            HOLDERS.made += 1  # (count_object_holder, inline)
             return holder
         return NumpyOverloads.__array__(self, dtype, copy)
 
@@ -578,11 +578,13 @@ def _iterate_vector(x: Dual) -> Any:
     """``x[0], x[1], ...`` for a 1-D ``x``: rows made here while ``x`` holds plain float64
     arrays with a few directions (the getitem fast path's test), else ``x[i]``."""
     tag = x.tag
-    for i in range(x.value.shape[0]):
-        v, p = x.value, x._p
-        if type(v) is _ND and type(p) is _ND and 2 <= p.shape[-1] <= ROW_MAX \
-                and v.dtype is _F64_DTYPE and p.dtype is _F64_DTYPE \
-                and _GETITEM_PATH.unpacked is not None:
+    v, p = x.value, x._p
+    rows = type(v) is _ND and type(p) is _ND and 2 <= p.shape[-1] <= ROW_MAX \
+        and v.dtype is _F64_DTYPE and p.dtype is _F64_DTYPE
+    for i in range(v.shape[0]):
+        # (the test holds while x keeps these arrays: an item is read when it is reached,
+        # so writes into x during the loop show, as numpy's iteration shows them)
+        if rows and x.value is v and x._p is p and _GETITEM_PATH.unpacked is not None:
             yield new_dual(v[i], p[i].tolist(), tag, ROW)
         else:
             yield x[i]
@@ -668,48 +670,43 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
 
     def entry(x: Any, y: Any) -> Any:
         a, b = (y, x) if reflected else (x, y)
-        sr = rec.scalar
-        if sr is not None:
-            ta, tb = type(a), type(b)
-            if ta is Dual:
-                da = a._d
-                if da is ROW:  # a few directions, as a row
-                    row = rec.row
-                    if row is not None:
-                        r = row(a, b)
-                        if r is not None:
-                            return r
-                elif da is not None:
-                    if tb is Dual:
-                        db = b._d
-                        if db is not None and db is not ROW and b.tag is a.tag:
-                            va, vb = a.value, b.value
-                            v = sr[0](va, vb)
-                            ga, gb = sr[1](va, vb, v)
-                            return new_dual(v, None, a.tag, scale_scalar_tangent(ga, da)
-                                               + scale_scalar_tangent(gb, db))
-                    elif tb in _PLAIN_SCALARS:
-                        va = a.value
-                        v = sr[0](va, b)
-                        if da.__class__ is _F64 and da == 0.0:  # NaN-safe
-                            return new_dual(v, None, a.tag, _ZERO)
-                        g = sr[1](va, b, v)[0]
-                        return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
-            elif tb is Dual and ta in _PLAIN_SCALARS:
-                db = b._d
-                if db is ROW:
-                    row = rec.row
-                    if row is not None:
-                        r = row(a, b)
-                        if r is not None:
-                            return r
-                elif db is not None:
-                    vb = b.value
-                    v = sr[0](a, vb)
-                    if db.__class__ is _F64 and db == 0.0:  # NaN-safe
-                        return new_dual(v, None, b.tag, _ZERO)
-                    g = sr[1](a, vb, v)[1]
-                    return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
+        ta, tb = type(a), type(b)
+        if (ta is Dual and a._d is ROW) or (tb is Dual and b._d is ROW):
+            row = rec.row  # a few directions, as a row: the commonest case
+            if row is not None:
+                r = row(a, b)
+                if r is not None:
+                    return r
+        else:
+            sr = rec.scalar
+            if sr is not None:
+                if ta is Dual:
+                    da = a._d
+                    if da is not None:  # a scalar with one direction
+                        if tb is Dual:
+                            db = b._d
+                            if db is not None and b.tag is a.tag:
+                                va, vb = a.value, b.value
+                                v = sr[0](va, vb)
+                                ga, gb = sr[1](va, vb, v)
+                                return new_dual(v, None, a.tag, scale_scalar_tangent(ga, da)
+                                                + scale_scalar_tangent(gb, db))
+                        elif tb in _PLAIN_SCALARS:
+                            va = a.value
+                            v = sr[0](va, b)
+                            if da.__class__ is _F64 and da == 0.0:  # NaN-safe
+                                return new_dual(v, None, a.tag, _ZERO)
+                            g = sr[1](va, b, v)[0]
+                            return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
+                elif tb is Dual and ta in _PLAIN_SCALARS:
+                    db = b._d
+                    if db is not None:
+                        vb = b.value
+                        v = sr[0](a, vb)
+                        if db.__class__ is _F64 and db == 0.0:  # NaN-safe
+                            return new_dual(v, None, b.tag, _ZERO)
+                        g = sr[1](a, vb, v)[1]
+                        return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
         lean = rec.lean
         if lean is not None:
             r = lean(a, b)
