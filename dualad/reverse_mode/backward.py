@@ -270,7 +270,15 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
             if g is None:
                 continue
             pull = node.pull
-            if pull is not None and type(g) is _F64:  # float64 numbers: the scalar pullback
+            if pull is None:
+                pull = node.array_pull  # a table rule on arrays: for a real gradient
+                if pull is not None and type(g) is not _F64 and not (
+                        type(g) is _ND and g.dtype.kind == "f"
+                        and g.shape == node.output.shape):
+                    pull = None
+            elif type(g) is not _F64:
+                pull = None
+            if pull is not None:  # no dispatch; gradients shaped like the arguments
                 args = node.args
                 i = 0
                 for r in pull(g, node):
@@ -280,7 +288,9 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                         prev = get(key)
                         if prev is None:
                             grads[key] = r
-                            if type(arg) is CachedNode:
+                            # (an argument may have become an AliasedNode since: written
+                            # into after this call, it still passes the gradient on)
+                            if type(arg) is CachedNode or isinstance(arg, CachedNode):
                                 heappush(heap, (-arg.seq, key, arg))
                             else:
                                 reached[key] = arg

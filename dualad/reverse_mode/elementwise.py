@@ -32,7 +32,7 @@ from ..derivatives.registry import (
 )
 from .backward import _NEEDS as _NEEDS_STATE
 from .backward import gradients_needed
-from .fast_path import register_table_gradient
+from .fast_path import cotangent_side, register_table_gradient
 
 __all__ = ["register_rule_gradient"]
 
@@ -108,39 +108,11 @@ def _make_gradient(rule: ElementwiseRule) -> Callable[..., tuple]:
     return nary
 
 
-def _fit(r: Any, a: Any) -> Any:
-    """``r`` summed down to ``a``'s shape (numbers and same shapes pass unchanged)."""
-    tr = type(r)
-    if tr is _F64 and (type(a) is _F64 or type(a) is float):
-        return r
-    shape = shape_of(a)
-    return r if shape_of(r) == shape else unbroadcast(r, shape)
-
-
-def _side(kind: str, term: Any) -> Callable[[Any, Any, Any], Any]:
-    """``side(grad, d, a)``: one argument's gradient for a derivative of ``kind``, summed
-    down to the argument's shape."""
-    if term is None:  # zero
-        return lambda grad, d, a: np.zeros(shape_of(a))
-    if kind == "expr":
-        def side(grad: Any, d: Any, a: Any) -> Any:
-            r = grad * d
-            if type(r) is _F64 and (type(a) is _F64 or type(a) is float):
-                return r
-            return _fit(r, a)
-        return side
-    # one / minus_one: the term is linear in grad, so it is summed down first (fewer
-    # entries to negate)
-    if kind == "one":
-        return lambda grad, d, a: _fit(grad, a)
-    return lambda grad, d, a: term(_fit(grad, a), d)
-
-
 def _binary_gradient(rule: ElementwiseRule, kinds: tuple, terms: tuple,
                      masked: MaskedDerivatives, quiet: bool) -> Callable[..., tuple]:
     """The gradient method of a two-argument rule with a derivative for both arguments,
     specialised to which arguments the reverse pass needs (a constant's is not computed)."""
-    side_a, side_b = _side(kinds[0], terms[0]), _side(kinds[1], terms[1])
+    side_a, side_b = cotangent_side(kinds[0]), cotangent_side(kinds[1])
     need_a, need_b = kinds[0] == "expr", kinds[1] == "expr"
     both, first, second = masked.get((True, True)), masked.get((True, False)), \
         masked.get((False, True))

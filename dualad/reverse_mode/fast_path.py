@@ -11,6 +11,10 @@ when a call on graph nodes is recorded (one dispatch lookup per types, cached):
   reads the values from the node and returns one gradient per argument (``None`` for a
   constant), with no dispatch, no shape checks and no unbroadcasting: every value is a
   float64 number.
+- ``array_pulls``: the same for such a rule called on arrays (and numbers), kept as
+  ``node.array_pull``: the gradients are summed down to the arguments' shapes
+  (:func:`fit_shape`); the reverse pass uses it for a real gradient shaped like the
+  node's value.
 
 A pullback is only made while the table's own ``gradient`` method is the one dispatch
 picks for those types: the records are emptied whenever a ``forward`` or ``gradient``
@@ -34,12 +38,16 @@ from typing import Any
 import numpy as np
 import plum
 
+from ..core.array_protocol import shape_of
 from ..core.dispatch import forward, gradient
+from ..core.unbroadcast import unbroadcast
 from ..derivatives.kinds import MaskedDerivatives, cotangent_term, rule_kinds
 
-__all__ = ["FastPath", "PLAIN_VALUES", "RECORDS", "SCALAR_TYPES", "fast_path", "register_table_gradient"]
+__all__ = ["FastPath", "PLAIN_VALUES", "RECORDS", "SCALAR_TYPES", "cotangent_side", "fast_path",
+           "fit_shape", "register_table_gradient"]
 
 _F64 = np.float64
+_ND = np.ndarray
 _ZERO = np.float64(0.0)
 
 #: Value types a scalar pullback takes (a node's value must be a float64 number).
@@ -54,14 +62,17 @@ class FastPath:
 
     ``evaluate(*values)`` gives the value; ``pulls`` is ``None`` or a tuple indexed by
     the bit mask of the arguments that are graph nodes (bit ``i`` for argument ``i``),
-    holding each mask's scalar pullback ``pull(grad, node) -> tuple`` or ``None``.
+    holding each mask's scalar pullback ``pull(grad, node) -> tuple`` or ``None``;
+    ``array_pulls`` the same for calls on arrays (a node keeps it as ``array_pull``).
     """
 
-    __slots__ = ("evaluate", "pulls")
+    __slots__ = ("evaluate", "pulls", "array_pulls")
 
-    def __init__(self, evaluate: Callable[..., Any], pulls: tuple | None) -> None:
+    def __init__(self, evaluate: Callable[..., Any], pulls: tuple | None,
+                 array_pulls: tuple | None = None) -> None:
         self.evaluate = evaluate
         self.pulls = pulls
+        self.array_pulls = array_pulls
 
     def __repr__(self) -> str:
         masks = [m for m, p in enumerate(self.pulls or ()) if p is not None]
@@ -120,8 +131,8 @@ def _build(op: Any, types: tuple) -> FastPath | None:
         evaluate = functools.partial(impl, op)
     pulls = _scalar_pulls(types)
     if pulls is not None:
-        evaluate = _calm_evaluate(types[0], evaluate)
-    return FastPath(evaluate, pulls)
+        return FastPath(_calm_evaluate(types[0], evaluate), pulls)
+    return FastPath(evaluate, None, _array_pulls(types))
 
 
 def _calm_evaluate(op_type: type, evaluate: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,31 +150,148 @@ def _calm_evaluate(op_type: type, evaluate: Callable[..., Any]) -> Callable[...,
     return calm_evaluate
 
 
-def _scalar_pulls(types: tuple) -> tuple | None:
-    """The pullbacks of a table rule's call on float64 numbers, per node mask."""
-    op_type, value_types = types[0], types[1:]
+def _table_rule(types: tuple, value_types: frozenset, grad_type: type) -> Any:
+    """The table rule of ``types`` (operator type, value types) when every value type is in
+    ``value_types`` and the table's gradient method is the one a call with gradients of
+    ``grad_type`` dispatches to (not a user's), else None."""
+    op_type, values = types[0], types[1:]
     entry = _TABLE_GRADIENTS.get(op_type)
-    n = len(value_types)
-    if entry is None or not 1 <= n <= 2 or not all(t in SCALAR_TYPES for t in value_types):
+    n = len(values)
+    if entry is None or not 1 <= n <= 2 or not all(t in value_types for t in values):
         return None
     rule, method = entry
     if len(rule.arg_names) != n:
         return None
-    try:  # the table's method must be the one a float64 call dispatches to
-        if gradient.resolve((op_type, _F64, _F64, *value_types)) is not method:
+    try:
+        if gradient.resolve((op_type, grad_type, grad_type, *values)) is not method:
             return None
     except (plum.NotFoundLookupError, plum.AmbiguousLookupError):
         return None
+    return rule
+
+
+def _pulls_per_mask(rule: Any, make: Callable[..., Any]) -> tuple:
+    """``make(kinds, needed, masked, rule)`` for each node mask whose needed derivatives
+    are all of a pulled kind (index: the mask; None elsewhere)."""
     kinds = rule_kinds(rule)
     masked = MaskedDerivatives(rule)
+    n = len(kinds)
     pulls: list[Any] = [None]
     for mask in range(1, 1 << n):
         needed = tuple(bool(mask >> i & 1) for i in range(n))
         if all(kinds[i] in _PULLED for i in range(n) if needed[i]):
-            pulls.append(_pull(kinds, needed, masked, rule.may_warn, rule.quiet_when))
+            pulls.append(make(kinds, needed, masked, rule))
         else:
             pulls.append(None)
     return tuple(pulls)
+
+
+def _scalar_pulls(types: tuple) -> tuple | None:
+    """The pullbacks of a table rule's call on float64 numbers, per node mask."""
+    rule = _table_rule(types, SCALAR_TYPES, _F64)
+    if rule is None:
+        return None
+    return _pulls_per_mask(rule, lambda kinds, needed, masked, rule: _pull(
+        kinds, needed, masked, rule.may_warn, rule.quiet_when))
+
+
+#: Value types an array pullback takes (arrays, and numbers broadcast against them).
+ARRAY_TYPES = frozenset((float, int, np.float64, np.ndarray))
+
+
+def _array_pulls(types: tuple) -> tuple | None:
+    """The pullbacks of a table rule's call on arrays (and numbers), per node mask."""
+    if _ND not in types[1:]:
+        return None
+    rule = _table_rule(types, ARRAY_TYPES, _ND)
+    if rule is None:
+        return None
+    return _pulls_per_mask(rule, _array_pull)
+
+
+def fit_shape(r: Any, a: Any) -> Any:
+    """``r`` summed down to the shape of the value ``a`` (numbers and same shapes pass
+    unchanged)."""
+    ta = type(a)
+    if ta is _ND:
+        shape = a.shape
+    elif ta is _F64 or ta is float or ta is int:
+        if type(r) is _F64:
+            return r
+        shape = ()
+    else:
+        shape = shape_of(a)
+    return r if (r.shape if type(r) is _ND else shape_of(r)) == shape else \
+        unbroadcast(r, shape)
+
+
+def cotangent_side(kind: str) -> Callable[[Any, Any, Any], Any]:
+    """``side(grad, d, a)``: the gradient of an argument with value ``a`` for a derivative
+    of ``kind`` (``d``: its value, read for ``expr``), summed down to ``a``'s shape; the
+    kind switch is :func:`~dualad.derivatives.kinds.cotangent_term`'s."""
+    term = cotangent_term(kind)
+    if term is None:  # zero
+        return lambda grad, d, a: np.zeros(shape_of(a))
+    if kind == "expr":
+        def side(grad: Any, d: Any, a: Any) -> Any:
+            r = grad * d
+            if type(r) is _F64 and (type(a) is _F64 or type(a) is float):
+                return r
+            return fit_shape(r, a)
+        return side
+    # one / minus_one: the term is linear in grad, so it is summed down first (fewer
+    # entries to negate)
+    if kind == "one":
+        return lambda grad, d, a: fit_shape(grad, a)
+    return lambda grad, d, a: term(fit_shape(grad, a), d)
+
+
+def _array_pull(kinds: tuple, needed: tuple, masked: MaskedDerivatives,
+                rule: Any) -> Callable[[Any, Any], tuple]:
+    """The pullback of one node mask on arrays: ``pull(grad, node) -> tuple``."""
+    derivatives = masked.get(needed) if any(
+        k == "expr" for k, m in zip(kinds, needed) if m) else None
+    if rule.may_warn and derivatives is not None:  # derivatives that may divide by zero
+        plain = derivatives
+
+        def derivatives(*args: Any) -> Any:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return plain(*args)
+
+    d = derivatives
+    if len(kinds) == 1:
+        side = cotangent_side(kinds[0])
+        if d is None:
+            return lambda g, node: (side(g, None, node.args[0].output),)
+        if kinds[0] == "expr":  # elementwise: the gradient has the argument's shape
+            return lambda g, node: (g * d(node.args[0].output, node.output)[0],)
+
+        def unary(g: Any, node: Any) -> tuple:
+            x = node.args[0].output
+            return (side(g, d(x, node.output)[0], x),)
+        return unary
+    side_a, side_b = cotangent_side(kinds[0]), cotangent_side(kinds[1])
+    if needed == (True, True):
+        def both(g: Any, node: Any) -> tuple:
+            a, b = node.args
+            av, bv = a.output, b.output
+            if d is None:
+                return (side_a(g, None, av), side_b(g, None, bv))
+            da, db = d(av, bv, node.output)
+            return (side_a(g, da, av), side_b(g, db, bv))
+        return both
+    if needed == (True, False):
+        def first(g: Any, node: Any) -> tuple:
+            a, b = node.args
+            av = a.output
+            return (side_a(g, None if d is None else d(av, b, node.output)[0], av), None)
+        return first
+
+    def second(g: Any, node: Any) -> tuple:
+        a, b = node.args
+        bv = b.output
+        return (None, side_b(g, None if d is None else d(a, bv, node.output)[1], bv))
+    return second
 
 
 def _term(kind: str, i: int) -> Callable[[Any, Any], Any]:

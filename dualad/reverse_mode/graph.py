@@ -184,6 +184,7 @@ def _record_result(op: Operator, args: tuple, kwargs: dict, values: tuple, out: 
 
 
 _F64 = np.float64
+_F64_DTYPE = np.dtype(np.float64)
 _ND = np.ndarray
 # The keyword arguments of the scalar nodes (none; shared, never written to).
 _NO_KEYWORDS: dict = {}
@@ -294,12 +295,20 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
         out = record.evaluate(*values)
         kwargs = {}
     to = type(out)
-    if to is _F64 and mask > 0 and record.pulls is not None:
-        pull = record.pulls[mask]
-        if pull is not None:  # a table rule on float64 numbers
-            if recording_paused():
-                return out
-            return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
+    if mask > 0:
+        if to is _F64 and record.pulls is not None:
+            pull = record.pulls[mask]
+            if pull is not None:  # a table rule on float64 numbers
+                if recording_paused():
+                    return out
+                return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
+        elif record.array_pulls is not None and (to is _ND and out.dtype is _F64_DTYPE
+                                                 or to is _F64):
+            pull = record.array_pulls[mask]
+            if pull is not None:  # a table rule on arrays
+                if recording_paused():
+                    return out
+                return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, None, pull)
     if to is _F64 or to is _ND and out.dtype.kind in "fc":
         if recording_paused():
             return out
@@ -480,12 +489,13 @@ class CachedNode(AbstractNode):
     The call's parts are stored flat (``op``, ``args``, ``kwargs``) to keep a recorded
     operation small; ``.node`` gives them as a :class:`Node`. ``seq`` numbers nodes in
     recording order (inputs first). ``pull`` is the scalar pullback of a table rule's call
-    on float64 numbers (see :mod:`dualad.reverse_mode.fast_path`), else ``None``.
+    on float64 numbers, ``array_pull`` that of its call on arrays (see
+    :mod:`dualad.reverse_mode.fast_path`); else ``None``.
     """
 
     # (_target: set only once the node turned into an AliasedNode; never read otherwise)
-    __slots__ = ("__weakref__", "_target", "args", "kwargs", "level", "op", "output", "pull",
-                 "seq")
+    __slots__ = ("__weakref__", "_target", "args", "array_pull", "kwargs", "level", "op",
+                 "output", "pull", "seq")
     _target: MutableNode
 
     def __init__(self, node: Node, output: Any, level: int = 0) -> None:
@@ -496,10 +506,11 @@ class CachedNode(AbstractNode):
         self.level = level
         self.seq = _next_seq()
         self.pull = None
+        self.array_pull = None
 
     @classmethod
     def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
-                 level: int, pull: Any = None) -> _Node:
+                 level: int, pull: Any = None, array_pull: Any = None) -> _Node:
         """Build a node from a call's parts without an intermediate :class:`Node`."""
         self = _new(cls)
         self.op = op
@@ -509,6 +520,7 @@ class CachedNode(AbstractNode):
         self.level = level
         self.seq = _next_seq()
         self.pull = pull
+        self.array_pull = array_pull
         return self
 
     @property
