@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import threading
 from collections.abc import Iterable
 from heapq import heappop, heappush
 from typing import Any
@@ -28,6 +27,7 @@ from ..core.array_protocol import shape_of
 from ..core.dispatch import backward, forward, gradient
 from ..core.errors import DualadError, MissingRuleError, RuleError, ShapeError
 from ..core.operators import Method
+from .fast_path import NEEDS
 from .graph import (
     _OUTPUT_ITEM,
     AbstractNode,
@@ -222,7 +222,7 @@ def _no_gradient_error(op: Any, index: int, values: list) -> RuleError:
     )
 
 
-_NEEDS = threading.local()
+_NEEDS = NEEDS
 
 
 def gradients_needed() -> list[bool] | None:
@@ -278,10 +278,11 @@ def reverse_pass(seeds: dict[int, tuple[AbstractNode, Any]],
                     pull = None
             elif type(g) is not _F64:
                 pull = None
-            if pull is not None:  # no dispatch; gradients shaped like the arguments
+            results = pull(g, node) if pull is not None else None
+            if results is not None:  # no dispatch; gradients shaped like the arguments
                 args = node.args
                 i = 0
-                for r in pull(g, node):
+                for r in results:
                     if r is not None:
                         arg = args[i]
                         key = id(arg)

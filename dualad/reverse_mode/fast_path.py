@@ -15,6 +15,9 @@ when a call on graph nodes is recorded (one dispatch lookup per types, cached):
   ``node.array_pull``: the gradients are summed down to the arguments' shapes
   (:func:`fit_shape`); the reverse pass uses it for a real gradient shaped like the
   node's value.
+- ``general_pulls``: for any other call with a ``gradient`` method (``matmul``, ``np.sum``
+  with ``axis=``), its resolved method, called with the values read from the node, the
+  node's keywords and :func:`gradients_needed` set (also kept as ``node.array_pull``).
 
 A pullback is only made while the table's own ``gradient`` method is the one dispatch
 picks for those types: the records are emptied whenever a ``forward`` or ``gradient``
@@ -32,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -43,8 +47,8 @@ from ..core.dispatch import forward, gradient
 from ..core.unbroadcast import unbroadcast
 from ..derivatives.kinds import MaskedDerivatives, cotangent_term, rule_kinds
 
-__all__ = ["FastPath", "PLAIN_VALUES", "RECORDS", "SCALAR_TYPES", "cotangent_side", "fast_path",
-           "fit_shape", "register_table_gradient"]
+__all__ = ["FastPath", "NEEDS", "PLAIN_VALUES", "RECORDS", "SCALAR_TYPES", "cotangent_side",
+           "fast_path", "fit_shape", "general_pull", "register_table_gradient"]
 
 _F64 = np.float64
 _ND = np.ndarray
@@ -63,16 +67,19 @@ class FastPath:
     ``evaluate(*values)`` gives the value; ``pulls`` is ``None`` or a tuple indexed by
     the bit mask of the arguments that are graph nodes (bit ``i`` for argument ``i``),
     holding each mask's scalar pullback ``pull(grad, node) -> tuple`` or ``None``;
-    ``array_pulls`` the same for calls on arrays (a node keeps it as ``array_pull``).
+    ``array_pulls`` the same for calls on arrays (a node keeps it as ``array_pull``);
+    ``general_pulls`` the pullbacks of other calls, per output type and node mask (see
+    :func:`general_pull`).
     """
 
-    __slots__ = ("evaluate", "pulls", "array_pulls")
+    __slots__ = ("evaluate", "pulls", "array_pulls", "general_pulls")
 
     def __init__(self, evaluate: Callable[..., Any], pulls: tuple | None,
                  array_pulls: tuple | None = None) -> None:
         self.evaluate = evaluate
         self.pulls = pulls
         self.array_pulls = array_pulls
+        self.general_pulls: dict[tuple[type, int], Any] = {}
 
     def __repr__(self) -> str:
         masks = [m for m, p in enumerate(self.pulls or ()) if p is not None]
@@ -110,6 +117,77 @@ def fast_path(op: Any, types: tuple) -> FastPath | None:
         pass
     record = RECORDS[types] = _build(op, types)
     return record
+
+
+#: Inside a gradient method run by the reverse pass: ``NEEDS.value`` says which positional
+#: arguments need a gradient (see :func:`~dualad.reverse_mode.backward.gradients_needed`).
+NEEDS = threading.local()
+
+
+def general_pull(record: FastPath, op: Any, types: tuple, out_type: type,
+                 mask: int) -> Callable[[Any, Any], Any] | None:
+    """The pullback of a call recorded with ``record`` (``types``: operator and value
+    types) whose value has type ``out_type`` and whose arguments in ``mask`` are graph
+    nodes: ``pull(grad, node)`` returns the gradients of the resolved ``gradient`` method,
+    checked, or ``None`` when the reverse pass must take its general path instead (a
+    gradient of another type, or anything the general path's checks must see)."""
+    key = (out_type, mask)
+    try:
+        return record.general_pulls[key]
+    except KeyError:
+        pass
+    pull = None
+    n = len(types) - 1
+    if 1 <= n <= 3:
+        try:
+            impl = gradient.resolve((types[0], out_type, out_type, *types[1:]))
+        except Exception:  # noqa: BLE001 - no method: recording says so
+            impl = None
+        if impl is not None and not getattr(impl, "__dualad_catch_all__", False):
+            pull = _general_pull(impl, out_type, tuple(bool(mask >> i & 1) for i in range(n)))
+    record.general_pulls[key] = pull
+    return pull
+
+
+def _general_pull(impl: Callable[..., Any], out_type: type,
+                  needed: tuple[bool, ...]) -> Callable[[Any, Any], Any]:
+    n = len(needed)
+    needs = list(needed)
+    m0 = needed[0]
+    m1 = n > 1 and needed[1]
+
+    def pull(g: Any, node: Any) -> Any:
+        if type(g) is not out_type:
+            return None
+        args = node.args
+        if n == 1:
+            values: Any = (args[0].output,)
+        elif n == 2:
+            a, b = args
+            values = (a.output if m0 else a, b.output if m1 else b)
+        else:
+            values = tuple([a.output if m else a for a, m in zip(args, needed)])
+        NEEDS.value = needs
+        kwargs = node.kwargs
+        result = impl(node.op, g, node.output, *values, **kwargs) if kwargs else \
+            impl(node.op, g, node.output, *values)
+        if type(result) is not tuple or len(result) != n:
+            return None
+        for i in range(n):
+            r = result[i]
+            if needed[i]:
+                v = values[i]
+                tr = type(r)
+                if tr is _ND:
+                    if type(v) is not _ND or r.shape != v.shape or r.dtype.kind != "f":
+                        return None
+                elif tr is not _F64 or not (type(v) is _F64 or type(v) is float):
+                    return None
+            elif r is not None:
+                result = result[:i] + (None,) + result[i + 1:]  # a constant's: dropped
+        return result
+
+    return pull
 
 
 #: Value types a record is made for (the resolved method is called on them directly).

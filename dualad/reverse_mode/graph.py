@@ -42,7 +42,7 @@ from ..core.tracing import (
     recording_paused,
 )
 from ..derivatives.registry import get_rule, not_differentiable_message, refused_positions
-from .fast_path import PLAIN_VALUES, RECORDS, fast_path
+from .fast_path import PLAIN_VALUES, RECORDS, fast_path, general_pull
 
 _Node = TypeVar("_Node", bound="CachedNode")
 
@@ -190,6 +190,7 @@ _ND = np.ndarray
 _NO_KEYWORDS: dict = {}
 
 
+_UNSEEN = object()  # (a pullback not looked for yet)
 #: A marker: the call needs the general path (:func:`~dualad.core.tracing.apply_operator`).
 _GENERAL = object()
 
@@ -317,7 +318,12 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
         refused = _REFUSED.get(type(op))
         if refused:
             _refuse_traced(op, refused, args, level)
-        return CachedNode.recorded(op, args, kwargs, out, level)
+        pull = None
+        if mask > 0 and (to is _F64 or out.dtype is _F64_DTYPE):
+            pull = record.general_pulls.get((to, mask), _UNSEEN)
+            if pull is _UNSEEN:
+                pull = general_pull(record, op, types, to, mask)
+        return CachedNode.recorded(op, args, kwargs, out, level, None, pull)
     return _record_result(op, args, kwargs, tuple(values), out, level)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import dualad as ad
 from dualad.diagnostics.gradcheck import gradcheck, numerical_jacobian
-from dualad.reverse_mode.backward import reverse_pass, topological_order
+from dualad.reverse_mode.backward import gradients_needed, reverse_pass, topological_order
 from dualad.reverse_mode.fast_path import RECORDS, fast_path
 
 # Scalar functions mixing every kind of derivative (expr, one, minus_one) with constants
@@ -133,13 +133,15 @@ def test_array_pullbacks_step_aside_for_complex_gradients_and_users_rules():
         return np.sin(x) * 2.0
 
     wiggle = ad.define_rule(wiggle, args=("x",), derivatives=("2 * cos(x)",))
-    assert wiggle(ad.Variable(x0)).array_pull is not None
+    table_pull = wiggle(ad.Variable(x0)).array_pull
+    assert table_pull is not None
 
     @ad.gradient.dispatch
     def gradient(op: ad.Broadcasted[wiggle], grad, output, x):  # noqa: F811
         return (grad * 100.0,)
 
-    assert wiggle(ad.Variable(x0)).array_pull is None  # the records were rebuilt without it
+    # the records were rebuilt: the node calls the user's method, not the table's pullback
+    assert wiggle(ad.Variable(x0)).array_pull is not table_pull
     np.testing.assert_allclose(ad.grad(lambda x: np.sum(wiggle(x)))(x0), [100.0] * 3)
 
 
@@ -298,3 +300,79 @@ def test_recorded_tapes_of_scalar_chains_replay_exactly():
     tape = record(f, np.float64(0.4))
     for x0 in (0.4, 1.3, -0.7):
         np.testing.assert_allclose(tape.grad(x0), ad.grad(f)(np.float64(x0)), rtol=1e-13)
+
+
+# -- other calls: the resolved gradient method kept on the node ------------------------
+
+
+def _mlp_loss(w1, b1, w2, x, onehot):
+    h = np.tanh(x @ w1 + b1)
+    logits = h @ w2
+    m = np.max(logits, axis=1, keepdims=True)
+    lse = np.log(np.sum(np.exp(logits - m), axis=1, keepdims=True)) + m
+    return -np.sum(onehot * (logits - lse)) / x.shape[0] + np.sum(np.mean(w1, axis=0) ** 2)
+
+
+def test_resolved_pullbacks_match_finite_differences_and_the_general_path():
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((3, 4)), rng.standard_normal(4), rng.standard_normal((4, 2)),
+            rng.standard_normal((5, 3)), np.eye(2)[[0, 1, 1, 0, 1]]]
+    for argnum in (0, 1, 2):
+        g = ad.grad(_mlp_loss, argnums=argnum)(*args)
+        np.testing.assert_allclose(g, numerical_jacobian(_mlp_loss, args, argnum),
+                                   rtol=1e-6, atol=1e-8)
+    vs = [ad.Variable(a) for a in args[:3]]
+    y = _mlp_loss(*vs, *args[3:])
+    nodes = topological_order([y])
+    kept = [n for n in nodes if getattr(n, "array_pull", None) is not None]
+    ops = {type(n.op) for n in kept}
+    assert {ad.Method[np.matmul], ad.Method[np.sum], ad.Method[np.max],
+            ad.Method[np.mean]} <= ops
+    fast = reverse_pass({id(y): (y, np.float64(1.0))})
+    for n in nodes:
+        if isinstance(n, ad.CachedNode):
+            n.pull = n.array_pull = None
+    general = reverse_pass({id(y): (y, np.float64(1.0))})
+    for v in vs:
+        np.testing.assert_allclose(fast[id(v)], general[id(v)], rtol=1e-14, atol=1e-15)
+
+
+def test_resolved_pullbacks_set_gradients_needed_and_leave_errors_to_the_general_path():
+    seen = []
+
+    @ad.primitive
+    def scale(a, b):
+        return a * b
+
+    @ad.gradient.dispatch
+    def gradient(op: ad.Method[scale], grad, output, a, b):  # noqa: F811
+        seen.append(gradients_needed())
+        return (grad * b, None if seen[-1] is not None and not seen[-1][1] else grad * a)
+
+    x0, c = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    np.testing.assert_allclose(ad.grad(lambda x: np.sum(scale(x, c)))(x0), c)
+    assert seen[-1] == [True, False]
+    np.testing.assert_allclose(ad.grad(lambda x: np.sum(scale(x, x)))(x0), 2 * x0)
+    assert seen[-1] == [True, True]
+
+    @ad.primitive
+    def wrong(a):
+        return a * 2.0
+
+    @ad.gradient.dispatch
+    def gradient(op: ad.Method[wrong], grad, output, a):  # noqa: F811
+        return (np.sum(grad),)  # the wrong shape: the general path's check says so
+
+    with pytest.raises(ad.ShapeError):
+        ad.grad(lambda x: np.sum(wrong(x)))(x0)
+
+    @ad.primitive
+    def nothing(a):
+        return a * 2.0
+
+    @ad.gradient.dispatch
+    def gradient(op: ad.Method[nothing], grad, output, a):  # noqa: F811
+        return (None,)
+
+    with pytest.raises(ad.RuleError):
+        ad.grad(lambda x: np.sum(nothing(x)))(x0)
