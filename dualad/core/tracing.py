@@ -45,6 +45,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _level_counter = itertools.count(1)
 _paused: contextvars.ContextVar[bool] = contextvars.ContextVar("dualad_recording_paused",
                                                                default=False)
+#: The context variable behind :func:`recording_paused` (``PAUSED.get()``: hot paths).
+PAUSED = _paused
 
 
 def new_level() -> int:

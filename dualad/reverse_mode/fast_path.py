@@ -205,6 +205,8 @@ def _build(op: Any, types: tuple) -> FastPath | None:
         evaluate = getattr(op, "f", None)
         if evaluate is None:
             return None
+        # a numpy function on plain values: its implementation, without numpy's dispatch
+        evaluate = getattr(evaluate, "_implementation", evaluate)
     else:
         evaluate = functools.partial(impl, op)
     pulls = _scalar_pulls(types)

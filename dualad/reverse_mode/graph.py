@@ -34,6 +34,7 @@ from ..core.array_protocol import (
 from ..core.dispatch import backward, forward, gradient, missing_rule_message
 from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator
+from ..core.tracing import PAUSED as _paused  # noqa: N811 - read on hot paths
 from ..core.tracing import (
     Traced,
     apply_operator,
@@ -111,7 +112,8 @@ class AbstractNode(Traced, NumpyOverloads):
         op = _FUNCTION_CALLS.get(func)
         if op is not None and (not kwargs or _constant_keywords(kwargs)):
             out = record_call(op, args, kwargs) if func not in _TRACED_OPTION_HOOKS or \
-                not any(isinstance(a, Traced) for a in args[1:]) else _GENERAL
+                len(args) == 1 or not any(isinstance(a, Traced) for a in args[1:]) \
+                else _GENERAL
             if out is not _GENERAL:
                 return _noted_view(func, args, kwargs, out)
         elif op is None and func not in _FUNCTION_HOOKS:
@@ -191,6 +193,7 @@ _NO_KEYWORDS: dict = {}
 
 
 _UNSEEN = object()  # (a pullback not looked for yet)
+_ONE = object()  # (_record_array of one argument)
 #: A marker: the call needs the general path (:func:`~dualad.core.tracing.apply_operator`).
 _GENERAL = object()
 
@@ -205,6 +208,19 @@ def record_call(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
     record, and a node that keeps the scalar pullback of a table rule on float64 numbers.
     """
     if kwargs:
+        if len(args) == 1:  # a reduction's axis=, keepdims=: one array
+            a = args[0]
+            ta = type(a)
+            if ta is CachedNode or ta is Variable:
+                va = a.output
+                types = (type(op), type(va))
+                try:
+                    record = RECORDS[types]
+                except KeyError:
+                    record = fast_path(op, types)
+                if record is not None:
+                    return _recorded(op, args, kwargs, (va,), record.evaluate(va, **kwargs),
+                                     a.level, record, types, 1)
         return _record_values(op, args, kwargs)
     if len(args) == 2:  # binary calls on nodes holding numbers, and numbers: the hot case
         a, b = args
@@ -225,12 +241,26 @@ def record_call(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
             vb = b.output
             if type(vb) is _F64:
                 return _record_scalar(op, args, (type(op), ta, _F64), a, vb, 2, b.level)
+        # arrays: nodes (one level) and plain values, without the general loop
+        if ta is CachedNode or ta is Variable:
+            level = a.level
+            va = a.output
+            if tb is CachedNode or tb is Variable:
+                if b.level == level:
+                    return _record_array(op, args, a.output, b.output, 3, level)
+            elif tb in PLAIN_VALUES and not (tb is _ND and b.dtype.hasobject):
+                return _record_array(op, args, va, b, 1, level)
+        elif (tb is CachedNode or tb is Variable) and ta in PLAIN_VALUES \
+                and not (ta is _ND and a.dtype.hasobject):
+            return _record_array(op, args, a, b.output, 2, b.level)
     elif len(args) == 1:
         a = args[0]
-        if type(a) is CachedNode:
+        ta = type(a)
+        if ta is CachedNode or ta is Variable:
             va = a.output
-            if type(va) is _F64:
+            if type(va) is _F64 and ta is CachedNode:
                 return _record_scalar(op, args, (type(op), _F64), va, None, 1, a.level)
+            return _record_array(op, args, va, _ONE, 1, a.level)
     return _record_values(op, args)
 
 
@@ -252,6 +282,30 @@ def _record_scalar(op: Operator, args: tuple, types: tuple, va: Any, vb: Any, ma
                         return out
                     return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
     return _record_values(op, args)
+
+
+def _record_array(op: Operator, args: tuple, va: Any, vb: Any, mask: int, level: int) -> Any:
+    """:func:`record_call` of two values, or of one (``vb`` is :data:`_ONE`); ``mask``:
+    which arguments are nodes."""
+    one = vb is _ONE
+    types = (type(op), type(va)) if one else (type(op), type(va), type(vb))
+    try:
+        record = RECORDS[types]
+    except KeyError:
+        record = fast_path(op, types)
+    if record is None:
+        return _GENERAL
+    out = record.evaluate(va) if one else record.evaluate(va, vb)
+    pulls = record.array_pulls
+    if pulls is not None:
+        to = type(out)
+        if to is _ND and out.dtype is _F64_DTYPE or to is _F64:
+            pull = pulls[mask]
+            if pull is not None:  # a table rule on arrays
+                if _paused.get():
+                    return out
+                return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, None, pull)
+    return _recorded(op, args, {}, (va,) if one else (va, vb), out, level, record, types, mask)
 
 
 def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
@@ -310,8 +364,16 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
                 if recording_paused():
                     return out
                 return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, None, pull)
+    return _recorded(op, args, kwargs, values, out, level, record, types, mask)
+
+
+def _recorded(op: Operator, args: tuple, kwargs: dict, values: Any, out: Any, level: int,
+              record: Any, types: tuple, mask: int) -> Any:
+    """The node of a call whose value is ``out``, with the resolved gradient method of
+    ``record`` as its pullback (see :func:`record_call`)."""
+    to = type(out)
     if to is _F64 or to is _ND and out.dtype.kind in "fc":
-        if recording_paused():
+        if _paused.get():
             return out
         if type(op) not in _HAS_GRADIENT:
             _require_gradient_rule(op, out, tuple(values))
