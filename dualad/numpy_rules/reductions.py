@@ -48,6 +48,8 @@ from ._support import (
 __all__ = ["normalize_axes", "expand_reduced", "exclusive_products"]
 
 _NoValue = getattr(np, "_NoValue", None)
+# np.count_nonzero of a whole array without its Python wrapper
+_count_nonzero = getattr(np._core.multiarray, "count_nonzero", np.count_nonzero)
 # positional parameters: a tape passes a recorded where= mask by position
 _REDUCE_NAMES = ("a", "axis", "dtype", "out", "keepdims", "initial", "where")
 _EXTREMUM_NAMES = ("a", "axis", "out", "keepdims", "initial", "where")
@@ -241,7 +243,7 @@ def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) ->
     if w is not None:
         hit = hit & np.broadcast_to(w, shape)
     if w is None and type(hit) is np.ndarray and \
-            np.count_nonzero(hit) == (out.size if type(out) is np.ndarray else np.size(out)):
+            _count_nonzero(hit) == (out.size if type(out) is np.ndarray else np.size(out)):
         return hit  # one maximum per slice (no ties): the mask itself
     return hit / np.maximum(np.add.reduce(hit, axis=axes, keepdims=True), 1.0)
 

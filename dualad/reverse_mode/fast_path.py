@@ -155,6 +155,7 @@ def _general_pull(impl: Callable[..., Any], out_type: type,
     needs = list(needed)
     m0 = needed[0]
     m1 = n > 1 and needed[1]
+    rule = getattr(impl, "__dualad_rule__", None)  # a gradient_rule's function: no operator
 
     def pull(g: Any, node: Any) -> Any:
         if type(g) is not out_type:
@@ -169,8 +170,12 @@ def _general_pull(impl: Callable[..., Any], out_type: type,
             values = tuple([a.output if m else a for a, m in zip(args, needed)])
         NEEDS.value = needs
         kwargs = node.kwargs
-        result = impl(node.op, g, node.output, *values, **kwargs) if kwargs else \
-            impl(node.op, g, node.output, *values)
+        if rule is not None:
+            result = rule(g, node.output, *values, **kwargs) if kwargs else \
+                rule(g, node.output, *values)
+        else:
+            result = impl(node.op, g, node.output, *values, **kwargs) if kwargs else \
+                impl(node.op, g, node.output, *values)
         if type(result) is not tuple or len(result) != n:
             return None
         for i in range(n):

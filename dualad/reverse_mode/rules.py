@@ -43,6 +43,7 @@ def gradient_rule(*funcs: Any, broadcasted: bool = False
             return impl(grad, output, *args, **kwargs)
 
         method.__name__ = method.__qualname__ = f"gradient{impl.__name__}"
+        method.__dualad_rule__ = impl  # type: ignore[attr-defined] # (pullbacks call it directly)
         for f in funcs:
             # Any, as plum reads unannotated parameters, so a user's rule takes precedence.
             if broadcasted:  # the table rule's signature, which this one replaces
