@@ -69,6 +69,11 @@ def matmul_gradients(grad: Any, a: Any, b: Any,
 
     ``needs`` (from :func:`~dualad.reverse_mode.backward.gradients_needed`) skips constants.
     """
+    if type(a) is np.ndarray and type(b) is np.ndarray and type(grad) is np.ndarray \
+            and a.ndim == 2 and b.ndim == 2:  # the common case, without helper calls
+        if needs is None or (needs[0] and needs[1]):
+            return grad @ b.T, a.T @ grad
+        return (grad @ b.T if needs[0] else None), (a.T @ grad if needs[1] else None)
     if needs is not None and not (needs[0] and needs[1]):
         ga = gb = None
         if needs[0]:
@@ -76,9 +81,6 @@ def matmul_gradients(grad: Any, a: Any, b: Any,
         if needs[1]:
             gb = _matmul_right(grad, a, b)
         return ga, gb
-    if type(a) is np.ndarray and type(b) is np.ndarray and type(grad) is np.ndarray \
-            and a.ndim == 2 and b.ndim == 2:  # the common case, without helper calls
-        return grad @ b.T, a.T @ grad
     sa, sb = shape_of(a), shape_of(b)
     if len(sa) == 1 and len(sb) == 1:
         return grad * b, grad * a
@@ -112,7 +114,7 @@ def _matmul_right(grad: Any, a: Any, b: Any) -> Any:
 @gradient_rule(np.matmul, np.linalg.matmul)
 def _matmul(grad: Any, output: Any, a: Any, b: Any, **kwargs: Any) -> tuple:
     needs = gradients_needed()
-    if kwargs.get("axes") is not None or kwargs.get("axis") is not None:
+    if kwargs and (kwargs.get("axes") is not None or kwargs.get("axis") is not None):
         raise NotImplementedError("dualad: np.matmul(..., axes=) is not differentiable yet; "
                                   "move the axes with np.moveaxis first.")
     return matmul_gradients(grad, a, b, needs)
