@@ -48,30 +48,6 @@ CONSTANT_TYPES = frozenset((float, int, np.float64))
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
 _F64_SCALAR = np.float64
-def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None:
-    """The kernel's result for a float64 array and its partials, or None when it does not pay."""
-    if not dual_kernels.ENABLED or not rk.available or v.dtype is not _F64 \
-            or p.dtype is not _F64:
-        return None
-    k = p.shape[-1]
-    size = v.size
-    work = size * k
-    if k < dual_kernels.MIN_K or work < rk.threshold:
-        return None
-    kern = rk._get(_MASK1, work)
-    if kern is None:
-        return None
-    out = np.empty(v.shape)
-    outp = np.empty(p.shape)
-    if v.ndim == 1:
-        kern(v if v.flags.c_contiguous else np.ascontiguousarray(v),
-             p if p.flags.c_contiguous else np.ascontiguousarray(p), out, outp)
-    else:
-        kern(v.reshape(size), p.reshape(size, k), out.reshape(size), outp.reshape(size, k))
-    return _make(out, outp, tag)
-
-
-_MASK1 = (True,)
 _BOTH = (True, True)
 _FIRST = (True, False)
 _SECOND = (False, True)
@@ -110,7 +86,7 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
         if tv is _ND:
             if v.dtype.kind not in "fiub":
                 return None
-            out = _fused_unary(rk, v, p, x.tag)
+            out = rk.unary(v, p, x.tag)  # the compiled kernel, where it pays
             if out is not None:
                 return out
         elif tv is not _F64_SCALAR:

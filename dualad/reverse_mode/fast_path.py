@@ -333,17 +333,21 @@ def cotangent_side(kind: str) -> Callable[[Any, Any, Any], Any]:
 
 def _array_pull(kinds: tuple, needed: tuple, masked: MaskedDerivatives,
                 rule: Any) -> Callable[[Any, Any], tuple]:
-    """The pullback of one node mask on arrays: ``pull(grad, node) -> tuple``."""
-    derivatives = masked.get(needed) if any(
-        k == "expr" for k, m in zip(kinds, needed) if m) else None
-    if rule.may_warn and derivatives is not None:  # derivatives that may divide by zero
-        plain = derivatives
+    """The pullback of one node mask on arrays: ``pull(grad, node) -> tuple``; a rule whose
+    derivatives may divide by zero runs it silenced, as its gradient method does."""
+    d = masked.get(needed) if any(k == "expr" for k, m in zip(kinds, needed) if m) else None
+    pull = _array_pull_of(kinds, needed, d)
+    if not rule.may_warn or d is None:
+        return pull
+    plain = pull
 
-        def derivatives(*args: Any) -> Any:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return plain(*args)
+    def silenced(g: Any, node: Any) -> tuple:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return plain(g, node)
+    return silenced
 
-    d = derivatives
+
+def _array_pull_of(kinds: tuple, needed: tuple, d: Any) -> Callable[[Any, Any], tuple]:
     if len(kinds) == 1:
         side = cotangent_side(kinds[0])
         if d is None:
