@@ -172,7 +172,7 @@ def _record_result(op: Operator, args: tuple, kwargs: dict, values: tuple, out: 
         _refuse_traced(op, refused, args, level)
     if _MUTABLE_MADE:
         args, kwargs = _current_states(args, kwargs)
-    node = CachedNode.recorded(op, args, kwargs, out, level)
+    node = _node(op, args, kwargs, out, level)
     if isinstance(out, (tuple, list)):
         items = [
             CachedNode.recorded(_OUTPUT_ITEM, (node, i), {}, o, level)
@@ -280,7 +280,7 @@ def _record_scalar(op: Operator, args: tuple, types: tuple, va: Any, vb: Any, ma
                 if pull is not None:
                     if recording_paused():
                         return out
-                    return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
+                    return _node(op, args, _NO_KEYWORDS, out, level, pull)
     return _record_values(op, args)
 
 
@@ -304,7 +304,7 @@ def _record_array(op: Operator, args: tuple, va: Any, vb: Any, mask: int, level:
             if pull is not None:  # a table rule on arrays
                 if _paused.get():
                     return out
-                return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, None, pull)
+                return _node(op, args, _NO_KEYWORDS, out, level, None, pull)
     return _recorded(op, args, {}, (va,) if one else (va, vb), out, level, record, types, mask)
 
 
@@ -356,14 +356,14 @@ def _record_values(op: Operator, args: tuple, kwargs: dict | None = None) -> Any
             if pull is not None:  # a table rule on float64 numbers
                 if recording_paused():
                     return out
-                return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, pull)
+                return _node(op, args, _NO_KEYWORDS, out, level, pull)
         elif record.array_pulls is not None and (to is _ND and out.dtype is _F64_DTYPE
                                                  or to is _F64):
             pull = record.array_pulls[mask]
             if pull is not None:  # a table rule on arrays
                 if recording_paused():
                     return out
-                return CachedNode.recorded(op, args, _NO_KEYWORDS, out, level, None, pull)
+                return _node(op, args, _NO_KEYWORDS, out, level, None, pull)
     return _recorded(op, args, kwargs, values, out, level, record, types, mask)
 
 
@@ -385,7 +385,7 @@ def _recorded(op: Operator, args: tuple, kwargs: dict, values: Any, out: Any, le
             pull = record.general_pulls.get((to, mask), _UNSEEN)
             if pull is _UNSEEN:
                 pull = general_pull(record, op, types, to, mask)
-        return CachedNode.recorded(op, args, kwargs, out, level, None, pull)
+        return _node(op, args, kwargs, out, level, None, pull)
     return _record_result(op, args, kwargs, tuple(values), out, level)
 
 
@@ -580,16 +580,7 @@ class CachedNode(AbstractNode):
     def recorded(cls: type[_Node], op: Operator, args: tuple, kwargs: dict, output: Any,
                  level: int, pull: Any = None, array_pull: Any = None) -> _Node:
         """Build a node from a call's parts without an intermediate :class:`Node`."""
-        self = _new(cls)
-        self.op = op
-        self.args = args
-        self.kwargs = kwargs
-        self.output = output
-        self.level = level
-        self.seq = _next_seq()
-        self.pull = pull
-        self.array_pull = array_pull
-        return self
+        return _node(op, args, kwargs, output, level, pull, array_pull, cls)
 
     @property
     def node(self) -> Node:
@@ -651,6 +642,22 @@ def register_alias_hooks(in_place: Any, note_item_view: Any, set_item: Any,
                          note_function_view: Any) -> None:
     """How computed values follow numpy's aliasing (:mod:`dualad.reverse_mode.aliases`)."""
     _ALIAS_HOOKS[:] = [in_place, note_item_view, set_item, note_function_view]
+
+
+def _node(op: Operator, args: tuple, kwargs: dict, output: Any, level: int,
+          pull: Any = None, array_pull: Any = None, cls: Any = None) -> Any:
+    """:meth:`CachedNode.recorded` (a ``cls`` node, by default a CachedNode); the recording
+    hot paths call this function (a plain call costs less than a class method's)."""
+    self = _new(CachedNode if cls is None else cls)
+    self.op = op
+    self.args = args
+    self.kwargs = kwargs
+    self.output = output
+    self.level = level
+    self.seq = _next_seq()
+    self.pull = pull
+    self.array_pull = array_pull
+    return self
 
 
 class MutableNode(CachedNode):
