@@ -31,6 +31,7 @@ import numpy as np
 from ..derivatives.language import kernel_name
 from ..derivatives.registry import derivative_kind, get_rule, import_kernel_module
 from .dual import Dual
+from .dual import new_dual as _new_dual
 
 __all__ = [
     "ENABLED",
@@ -178,20 +179,26 @@ class RuleKernels:
                 or not self.available:
             return None
         k = p.shape[-1]
-        size = v.size
-        work = size * k
+        work = v.size * k
         if work < self.threshold or k < MIN_K:
             return None
+        return self.run_unary(v, p, k, work, tag)
+
+    def run_unary(self, v: np.ndarray, p: np.ndarray, k: int, work: int,
+                  tag: Any) -> Dual | None:
+        """:meth:`unary` once its checks passed (``work``: the partials' entries)."""
         kern = self._get(_MASK1, work)
         if kern is None:
             return None
         out = np.empty(v.shape)
         outp = np.empty(p.shape)
-        if v.ndim == 1:
-            kern(_c(v), _c(p), out, outp)
+        if v.ndim == 1:  # (the contiguity tests inline: this runs on small arrays too)
+            kern(v if v.flags.c_contiguous else np.ascontiguousarray(v),
+                 p if p.flags.c_contiguous else np.ascontiguousarray(p), out, outp)
         else:
+            size = work // k
             kern(v.reshape(size), p.reshape(size, k), out.reshape(size), outp.reshape(size, k))
-        return Dual._make(out, outp, tag)
+        return _new_dual(out, outp, tag)
 
     def binary(self, av: Any, ap: Any, bv: Any, bp: Any, tag: Any) -> Dual | None:
         """``f(a, b)`` for plain float64 operands of one shape (or a number), or ``None``."""

@@ -48,6 +48,18 @@ CONSTANT_TYPES = frozenset((float, int, np.float64))
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
 _F64_SCALAR = np.float64
+def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None:
+    """The kernel's result for a float64 array and its partials, or None when it does not pay."""
+    if not dual_kernels.ENABLED or not rk.available or v.dtype is not _F64 \
+            or p.dtype is not _F64:
+        return None
+    k = p.shape[-1]
+    work = v.size * k
+    if k < dual_kernels.MIN_K or work < rk.threshold:
+        return None
+    return rk.run_unary(v, p, k, work, tag)
+
+
 _BOTH = (True, True)
 _FIRST = (True, False)
 _SECOND = (False, True)
@@ -86,7 +98,7 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
         if tv is _ND:
             if v.dtype.kind not in "fiub":
                 return None
-            out = rk.unary(v, p, x.tag)  # the compiled kernel, where it pays
+            out = _fused_unary(rk, v, p, x.tag)
             if out is not None:
                 return out
         elif tv is not _F64_SCALAR:
