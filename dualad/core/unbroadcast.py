@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -26,18 +25,43 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
 
     Leading axes are summed away; axes of size 1 in ``shape`` are summed with keepdims.
     """
-    gshape = shape_of(grad)
-    if gshape == tuple(shape):
+    gshape = grad.shape if type(grad) is np.ndarray else shape_of(grad)
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    if gshape == shape:
         return grad
+    plan = _PLANS.get((gshape, shape))
+    if plan is None:
+        plan = _plan(gshape, shape)
+    if plan is _BROADCAST:
+        return np.broadcast_to(grad, shape)
+    lead, kept = plan
+    if type(grad) is np.ndarray:  # numpy's add.reduce, as ndarray.sum runs it
+        if lead:
+            grad = _add_reduce(grad, lead)
+        if kept:
+            grad = _add_reduce(grad, kept, None, None, True)
+        return grad
+    if lead:
+        grad = np.sum(grad, axis=lead)
+    if kept:
+        grad = np.sum(grad, axis=kept, keepdims=True)
+    return grad
+
+
+_add_reduce = np.add.reduce
+_BROADCAST = object()
+# (gradient shape, shape) -> (leading axes summed away, axes summed with keepdims)
+_PLANS: dict[tuple, Any] = {}
+
+
+def _plan(gshape: tuple[int, ...], shape: tuple[int, ...]) -> Any:
     extra = len(gshape) - len(shape)
     if extra < 0:
-        return np.broadcast_to(grad, shape)
-    # ndarray.sum is np.sum without its Python-level wrapper (the same reduction)
-    total = grad.sum if type(grad) is np.ndarray else functools.partial(np.sum, grad)
-    if extra:
-        grad = total(axis=tuple(range(extra)))
-        total = grad.sum if type(grad) is np.ndarray else functools.partial(np.sum, grad)
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and gshape[extra + i] != 1)
-    if axes:
-        grad = total(axis=axes, keepdims=True)
-    return grad
+        plan: Any = _BROADCAST
+    else:
+        plan = (tuple(range(extra)),
+                tuple(i for i, n in enumerate(shape) if n == 1 and gshape[extra + i] != 1))
+    if len(_PLANS) < 4096:
+        _PLANS[(gshape, shape)] = plan
+    return plan
