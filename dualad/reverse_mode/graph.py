@@ -205,7 +205,8 @@ def record_call(op: Operator, args: tuple, kwargs: dict | None = None) -> Any:
 
     The entry of numpy's protocols and Python's operators on graph nodes: one pass over
     the arguments, one lookup of the call's :class:`~dualad.reverse_mode.fast_path.FastPath`
-    record, and a node that keeps the scalar pullback of a table rule on float64 numbers.
+    record, and a node that keeps its pullback: a table rule's on float64 numbers
+    (``pull``) or on arrays, else the resolved gradient method (``array_pull``).
     """
     if kwargs:
         if len(args) == 1:  # a reduction's axis=, keepdims=: one array
