@@ -453,10 +453,16 @@ class Dual(Traced, NumpyOverloads):
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
         if _STALE[0]:
             _refresh_fast_paths()
+        rec = _ACTIVE.get(func)
+        if rec is not None and _duals_and_constants(args, kwargs):  # (the common case)
+            impl = rec.unpacked
+            if impl is not None:
+                return impl(*args, **kwargs)
+            if rec.general is not None:
+                return rec.general(args, kwargs)
         normalized = normalize_arguments(args)
         if normalized is not None:  # foreign arrays, object arrays of traced values
             return apply_operator(Method.instance(func), args, kwargs)
-        rec = _ACTIVE.get(func)
         if rec is not None and rec.general is not None and _dual_is_innermost(args, kwargs):
             impl = rec.unpacked
             return impl(*args, **kwargs) if impl is not None else rec.general(args, kwargs)
@@ -600,6 +606,27 @@ def _strip(x: Any) -> Any:
     return x
 
 
+# Argument types that are neither traced nor need normalising (numpy function options).
+_CONSTANT_ARGUMENTS = frozenset((int, float, bool, type(None), str, np.float64, np.int64))
+
+
+def _duals_and_constants(args: tuple, kwargs: dict) -> bool:
+    """Whether ``args`` and ``kwargs`` hold only Duals, plain numbers, strings, None and
+    numeric numpy arrays (then nothing needs normalising, and the innermost traced argument
+    is a Dual): one cheap scan for the common call, ``np.roll(x, 1)``."""
+    for a in args:
+        t = type(a)
+        if t is Dual or t in _CONSTANT_ARGUMENTS:
+            continue
+        if t is not _ND or a.dtype.hasobject:
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            if type(v) not in _CONSTANT_ARGUMENTS:
+                return False
+    return True
+
+
 def _dual_is_innermost(args: tuple, kwargs: dict | None = None) -> bool:
     """Whether the innermost traced object among ``args`` (and one list level) is a Dual."""
     best: Any = None
@@ -670,43 +697,51 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
 
     def entry(x: Any, y: Any) -> Any:
         a, b = (y, x) if reflected else (x, y)
-        ta, tb = type(a), type(b)
-        if (ta is Dual and a._d is ROW) or (tb is Dual and b._d is ROW):
-            row = rec.row  # a few directions, as a row: the commonest case
-            if row is not None:
-                r = row(a, b)
-                if r is not None:
-                    return r
-        else:
-            sr = rec.scalar
-            if sr is not None:
-                if ta is Dual:
-                    da = a._d
-                    if da is not None:  # a scalar with one direction
-                        if tb is Dual:
-                            db = b._d
-                            if db is not None and b.tag is a.tag:
-                                va, vb = a.value, b.value
-                                v = sr[0](va, vb)
-                                ga, gb = sr[1](va, vb, v)
-                                return new_dual(v, None, a.tag, scale_scalar_tangent(ga, da)
-                                                + scale_scalar_tangent(gb, db))
-                        elif tb in _PLAIN_SCALARS:
-                            va = a.value
-                            v = sr[0](va, b)
-                            if da.__class__ is _F64 and da == 0.0:  # NaN-safe
-                                return new_dual(v, None, a.tag, _ZERO)
-                            g = sr[1](va, b, v)[0]
-                            return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
-                elif tb is Dual and ta in _PLAIN_SCALARS:
-                    db = b._d
-                    if db is not None:
-                        vb = b.value
-                        v = sr[0](a, vb)
-                        if db.__class__ is _F64 and db == 0.0:  # NaN-safe
-                            return new_dual(v, None, b.tag, _ZERO)
-                        g = sr[1](a, vb, v)[1]
-                        return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
+        ta = type(a)
+        if ta is Dual:
+            da = a._d
+            if da is ROW:  # a few directions, as a row: the commonest scalar case
+                row = rec.row
+                if row is not None:
+                    r = row(a, b)
+                    if r is not None:
+                        return r
+            elif da is not None:  # a scalar with one direction
+                sr = rec.scalar
+                if sr is not None:
+                    tb = type(b)
+                    if tb is Dual:
+                        db = b._d
+                        if db is not None and db is not ROW and b.tag is a.tag:
+                            va, vb = a.value, b.value
+                            v = sr[0](va, vb)
+                            ga, gb = sr[1](va, vb, v)
+                            return new_dual(v, None, a.tag, scale_scalar_tangent(ga, da)
+                                            + scale_scalar_tangent(gb, db))
+                    elif tb in _PLAIN_SCALARS:
+                        va = a.value
+                        v = sr[0](va, b)
+                        if da.__class__ is _F64 and da == 0.0:  # NaN-safe
+                            return new_dual(v, None, a.tag, _ZERO)
+                        g = sr[1](va, b, v)[0]
+                        return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
+        elif type(b) is Dual:
+            db = b._d
+            if db is ROW:
+                row = rec.row
+                if row is not None:
+                    r = row(a, b)
+                    if r is not None:
+                        return r
+            elif db is not None and ta in _PLAIN_SCALARS:
+                sr = rec.scalar
+                if sr is not None:
+                    vb = b.value
+                    v = sr[0](a, vb)
+                    if db.__class__ is _F64 and db == 0.0:  # NaN-safe
+                        return new_dual(v, None, b.tag, _ZERO)
+                    g = sr[1](a, vb, v)[1]
+                    return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
         lean = rec.lean
         if lean is not None:
             r = lean(a, b)

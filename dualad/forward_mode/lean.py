@@ -48,16 +48,6 @@ CONSTANT_TYPES = frozenset((float, int, np.float64))
 _ND = np.ndarray
 _F64 = np.dtype(np.float64)
 _F64_SCALAR = np.float64
-def _fused_unary(rk: Any, v: np.ndarray, p: np.ndarray, tag: Any) -> Dual | None:
-    """The kernel's result for a float64 array and its partials, or None when it does not pay."""
-    if not dual_kernels.ENABLED or not rk.available or v.dtype is not _F64 \
-            or p.dtype is not _F64:
-        return None
-    k = p.shape[-1]
-    work = v.size * k
-    if k < dual_kernels.MIN_K or work < rk.threshold:
-        return None
-    return rk.run_unary(v, p, k, work, tag)
 
 
 _BOTH = (True, True)
@@ -88,6 +78,7 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
     derivatives = rule.derivatives
     quiet = rule.may_warn
     calm = rule.quiet_when  # numbers on which nothing can warn: no np.errstate
+    run_kernel = rk.run_unary
 
     def impl(x: Any) -> Dual | None:
         p = x._p
@@ -98,9 +89,14 @@ def lean_unary(rule: Any, rk: Any = None) -> Callable[[Any], Dual | None]:
         if tv is _ND:
             if v.dtype.kind not in "fiub":
                 return None
-            out = _fused_unary(rk, v, p, x.tag)
-            if out is not None:
-                return out
+            # the compiled kernel for float64 arrays, where it pays
+            if dual_kernels.ENABLED and rk.available and v.dtype is _F64 and p.dtype is _F64:
+                k = p.shape[-1]
+                work = v.size * k
+                if k >= dual_kernels.MIN_K and work >= rk.threshold:
+                    out = run_kernel(v, p, k, work, x.tag)
+                    if out is not None:
+                        return out
         elif tv is not _F64_SCALAR:
             return None
         if quiet and (calm is None or tv is _ND or not calm(v)):
