@@ -46,6 +46,7 @@ from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
+from .interpreter import interpret
 from .lowering import LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
 from .program import GuardFailed
@@ -369,16 +370,22 @@ class Jitted:
         """The compiled entry of ``program`` (None: it runs as the replay; _NOT_HERE). What
         cannot compile is reported now, or appended to ``why`` (a background build)."""
         values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
+        low = None
         try:  # built where its guards hold (a pattern detected here is the recording's)
             check_input_guards(program, values)
-            code = NumbaProgram(lower(program, values))
+            low = lower(program, values)
+            code = NumbaProgram(low)
             kernel, finish = self._entry(code, program, ranges, specs)
-        except LoweringError as exc:
-            if why is None:
-                self._not_compiled(str(exc))
-            else:
-                why.append(str(exc))
-            return None
+        except LoweringError as exc:  # too large to compile (say): the interpreter's
+            found = interpret(low, exc, lambda code: self._entry(code, program, ranges,
+                                                                 specs))
+            if isinstance(found, str):
+                if why is None:
+                    self._not_compiled(found)
+                else:
+                    why.append(found)
+                return None
+            code, (kernel, finish) = found
         except GuardFailed:  # lowered at arguments this recording does not cover
             return _NOT_HERE
         try:

@@ -1,0 +1,564 @@
+"""The compiled interpreter: lowered programs too large to compile quickly, run by Numba
+functions compiled once per process (and cached on disk) that loop over opcode arrays.
+
+A lowered program (:mod:`dualad.tape.lowering`) is flattened to entries: every entry of
+every value is one float of a vector ``V`` (the inputs, each instruction's result, the
+constants), and each instruction becomes one record of an integer code array (its opcode,
+where it reads and writes in ``V``, its index tables) plus coefficients in a float array
+(:mod:`dualad.tape.interpreter_source` lists the fields). The opcodes and their value and
+partial-derivative formulas are generated from the rules tables; a new program costs only
+its encoding, in numpy and Python.
+
+The passes are those of the compiled code: values (``value``, ``values``), reverse mode
+for a scalar output (``gradient``: the values forward, then the adjoints backward through
+the instructions that lie between the inputs differentiated and the output), forward mode
+(``jacobian``, ``compressed_jacobian``: one tangent row per entry, the directions
+innermost). Guards are opcodes that return a status; the entries raise
+:class:`~dualad.tape.program.GuardFailed` where one fails, as the compiled code does.
+A program with an instruction the interpreter has no opcode for (a matrix product of two
+computed values, a rule redefined since the interpreter was generated) raises
+:class:`~dualad.tape.lowering.LoweringError` when encoded.
+
+Example:
+    >>> import numpy as np
+    >>> from dualad.tape import record
+    >>> from dualad.tape.lowering import lower
+    >>> from dualad.tape.interpreter import InterpretedProgram
+    >>> tape = record(lambda x: np.sum(np.sin(x) * x), np.ones(2))
+    >>> code = InterpretedProgram(lower(tape.program, [np.ones(2)]))
+    >>> value, (g,) = code.gradient((0,))(np.array([0.0, 1.0]))
+    >>> round(value, 4), g.round(4)
+    (0.8415, array([0.    , 1.3818]))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..derivatives.codegen import import_kernel_module
+from ..derivatives.registry import rules
+from .interpreter_source import HEADER, WIDTH, interpreter_source, map_key, predicate_key
+from .lowering import Const, Gather, Guard, Linear, Lowered, LoweringError, Map, MatMul, Select
+from .program import GuardFailed
+from .regions import compose_gathers
+
+__all__ = ["InterpretedProgram", "interpreter_module"]
+
+_lock = threading.Lock()
+_modules: dict[Any, tuple[Any, dict[Any, int]]] = {}
+
+
+def interpreter_module() -> tuple[Any, dict[Any, int]]:
+    """``(module, {opcode key: opcode})`` of the interpreter for the rules registered now
+    (written and imported once per set of rules; Numba compiles each pass at its first
+    call, or loads it from the disk cache)."""
+    key = tuple((r.numpy_name, tuple(d.text for d in r.expressions)) for r in rules())
+    found = _modules.get(key)
+    if found is None:
+        with _lock:
+            found = _modules.get(key)
+            if found is None:
+                source, ops = interpreter_source()
+                found = _modules[key] = (import_kernel_module(source, subdirectory="tapes"),
+                                         ops)
+    return found
+
+
+_F8 = np.dtype(np.float64)
+
+
+class _Encoder:
+    """Lays out ``V`` and writes the code: values in order (constants coded as negative
+    positions ``-1 - k`` until the constants' place after the values is known)."""
+
+    def __init__(self, low: Lowered, ops: dict[Any, int]) -> None:
+        self.low = low
+        self.ops = ops
+        self.sizes = low.sizes
+        self.base: dict[int, int] = {}  # slot -> position (negative: constant k = -1 - pos)
+        self.free = 0  # the next free position among the values
+        self.consts: list[np.ndarray] = []
+        self.n_consts = 0
+        self.scalars: dict[float, int] = {}
+        self.records: list[list[int]] = []
+        self.pool: list[np.ndarray] = []  # integer tables (after the records)
+        self.pool_size = 0
+        self.fpool: list[np.ndarray] = []
+        self.fpool_size = 0
+        self.outs: list[int] = []  # value id written per record
+        self.reads: list[tuple[int, ...]] = []  # value ids read per record (operands first)
+        self.temps = len(low.sizes)  # ids of temporaries (gathered operands)
+
+    # layout ------------------------------------------------------------------------------
+    def values(self, n: int) -> int:
+        at = self.free
+        self.free += n
+        return at
+
+    def const(self, a: np.ndarray) -> int:
+        """The coded position of the constant entries ``a``."""
+        a = np.ascontiguousarray(a, dtype=np.float64).ravel()
+        if a.size == 1:
+            v = float(a[0])
+            key = v if v == v else "nan"
+            found = self.scalars.get(key)  # type: ignore[arg-type]
+            if found is not None:
+                return found
+        at = -1 - self.n_consts
+        self.consts.append(a)
+        self.n_consts += a.size
+        if a.size == 1:
+            self.scalars[key] = at  # type: ignore[index]
+        return at
+
+    def ints(self, a: np.ndarray) -> int:
+        at = self.pool_size
+        a = np.asarray(a, dtype=np.int64).ravel()
+        self.pool.append(a)
+        self.pool_size += a.size
+        return at
+
+    def floats(self, a: np.ndarray) -> int:
+        at = self.fpool_size
+        a = np.asarray(a, dtype=np.float64).ravel()
+        self.fpool.append(a)
+        self.fpool_size += a.size
+        return at
+
+    def record(self, op: int, n: int, out: int, a: int = 0, sa: int = 0, b: int = 0,
+               sb: int = 0, p: int = 0, q: int = 0, m: int = 0, *, writes: int = -1,
+               reads: tuple[int, ...] = ()) -> None:
+        self.records.append([op, n, out, a, sa, b, sb, p, q, m])
+        self.outs.append(writes)
+        self.reads.append(reads)
+
+    def output(self, slot: int) -> int:
+        at = self.base.get(slot)
+        if at is None:
+            at = self.base[slot] = self.values(self.sizes[slot])
+        return at
+
+    # operands ----------------------------------------------------------------------------
+    def operand(self, op: Any, n: int) -> tuple[int, int, int]:
+        """``(position, step, value id)`` of a map's or a guard's operand over ``n``
+        entries (a gathered copy when it reads its entries out of order)."""
+        if op.slot is None:
+            c = op.constant
+            if isinstance(c, float) or np.size(c) == 1:
+                return self.const(np.asarray(c)), 0, -1
+            c = np.asarray(c, dtype=np.float64).ravel()
+            if np.all(c == c[0]):
+                return self.const(c[:1]), 0, -1
+            return self.const(c), 1, -1
+        s = op.slot
+        if s not in self.base:
+            raise LoweringError(f"slot {s} is read before it is written")
+        at = self.base[s]
+        if self.sizes[s] == 1:
+            return at, 0, s
+        index = op.index
+        if index is None or (index.size == n and self.sizes[s] == n and
+                             np.array_equal(index, np.arange(n))):
+            return at, 1, s
+        if np.all(index == index[0]):
+            return self._offset(at, int(index[0])), 0, s
+        temp = self.values(n)
+        tid = self.temps
+        self.temps += 1
+        pairs = np.empty((n, 2), dtype=np.int64)
+        pairs[:, 0] = temp + np.arange(n)
+        pairs[:, 1] = self._offset(at, index)
+        self.record(self.ops["gather"], n, temp, p=self.ints(pairs), writes=tid, reads=(s,))
+        return temp, 1, tid
+
+    @staticmethod
+    def _offset(at: int, index: Any) -> Any:
+        """Position ``at`` moved by ``index`` entries (constants count downwards)."""
+        return at + index if at >= 0 else at - index
+
+    # instructions ------------------------------------------------------------------------
+    def encode(self, ins: Any) -> None:
+        if isinstance(ins, Const):
+            self.base[ins.out] = self.const(ins.value)
+        elif isinstance(ins, Map):
+            self.map(ins)
+        elif isinstance(ins, Gather):
+            self.gather(ins)
+        elif isinstance(ins, Linear):
+            self.linear(ins)
+        elif isinstance(ins, Select):
+            self.select(ins)
+        elif isinstance(ins, Guard):
+            self.guard(ins)
+        elif isinstance(ins, MatMul):
+            raise LoweringError("a matrix product of two computed values (matmul) is not "
+                                "interpreted")
+        else:  # pragma: no cover - every lowered instruction is one of the above
+            raise LoweringError(f"an instruction {type(ins).__name__}")
+
+    def map(self, ins: Map) -> None:
+        key = map_key(ins.name, ins.arg_names, ins.temps, ins.partials)
+        op = self.ops.get(key)
+        if op is None:
+            raise LoweringError(f"np.{ins.name} with the derivative rule recorded here has "
+                                f"no interpreter opcode")
+        n = self.sizes[ins.out]
+        found = [self.operand(o, n) for o in ins.operands]
+        out = self.output(ins.out)
+        (a, sa, ra), (b, sb, rb) = found[0], found[1] if len(found) > 1 else (0, 0, -1)
+        self.record(op, n, out, a, sa, b, sb, writes=ins.out, reads=(ra, rb))
+
+    def gather(self, ins: Gather) -> None:
+        m = self.sizes[ins.out]
+        out = self.output(ins.out)
+        covered = np.zeros(m, dtype=bool)
+        pieces = []
+        slots = []
+        for s, positions, local in ins.sources:
+            if s not in self.base:
+                raise LoweringError(f"slot {s} is read before it is written")
+            covered[positions] = True
+            piece = np.empty((positions.size, 2), dtype=np.int64)
+            piece[:, 0] = out + positions
+            piece[:, 1] = self._offset(self.base[s], local)
+            pieces.append(piece)
+            slots.append(s)
+        rest = np.flatnonzero(~covered)
+        if rest.size:
+            piece = np.empty((rest.size, 2), dtype=np.int64)
+            piece[:, 0] = out + rest
+            piece[:, 1] = self._offset(self.const(ins.constant[rest]), np.arange(rest.size))
+            pieces.append(piece)
+        pairs = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
+        self.record(self.ops["gather"], len(pairs), out, p=self.ints(pairs), writes=ins.out,
+                    reads=tuple(slots))
+
+    def linear(self, ins: Linear) -> None:
+        s = ins.source
+        if s not in self.base:
+            raise LoweringError(f"slot {s} is read before it is written")
+        m = self.sizes[ins.out]
+        out = self.output(ins.out)
+        at = self.base[s]
+        if at < 0:  # pragma: no cover - a constant source is folded by the lowering
+            raise LoweringError("a linear map of a constant")
+        p = self.ints(np.concatenate([ins.indptr, ins.indices]))
+        q = self.floats(np.concatenate([ins.offset, ins.data]))
+        self.record(self.ops["linear"], m, out, at, 1, p=p, q=q, writes=ins.out, reads=(s,))
+
+    def select(self, ins: Select) -> None:
+        s = ins.source
+        if s not in self.base or self.base[s] < 0:
+            raise LoweringError(f"slot {s} is read before it is written")
+        m = self.sizes[ins.out]
+        out = self.output(ins.out)
+        counts = self.values(m)
+        self.record(self.ops["select"], ins.group.size, out, self.base[s], 1, counts, 0,
+                    p=self.ints(ins.group), q=self.floats([1.0 if ins.largest else 0.0]), m=m,
+                    writes=ins.out, reads=(s,))
+
+    def guard(self, ins: Guard) -> None:
+        if ins.kind == "shape":  # the entries are written for the recorded sizes
+            return
+        if ins.name is not None:
+            op = self.ops.get(predicate_key(ins.name))
+            if op is None:
+                raise LoweringError(f"a guard on np.{ins.name} has no interpreter opcode")
+            n = self.sizes[ins.out]
+            found = [self.operand(o, n) for o in ins.operands]
+            (a, sa, _), (b, sb, _) = found[0], found[1] if len(found) > 1 else (0, 0, -1)
+            q = self.floats(np.broadcast_to(ins.recorded, (n,)))
+            self.record(op, n, 0, a, sa, b, sb, q=q)
+            return
+        s = ins.slot
+        if s is None or s not in self.base:
+            raise LoweringError(f"a guard on slot {s}, never written")
+        n = self.sizes[s]
+        kind = {"bool": "guard_bool", "int": "guard_int", "index": "guard_int"}.get(
+            ins.kind, "guard_float")
+        q = self.floats(np.broadcast_to(ins.recorded, (n,)))
+        self.record(self.ops[kind], n, 0, self.base[s], 1, q=q)
+
+    # the code ----------------------------------------------------------------------------
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        n_values = self.free
+        n_ins = len(self.records)
+        records = np.array(self.records, dtype=np.int64).reshape(n_ins, WIDTH)
+        for col in (2, 3, 5):  # out, a, b: constants after the values
+            c = records[:, col]
+            records[:, col] = np.where(c < 0, n_values - 1 - c, c)
+        pool = np.concatenate(self.pool) if self.pool else np.zeros(0, dtype=np.int64)
+        pool = np.where(pool < 0, n_values - 1 - pool, pool)  # gathered constants
+        start = HEADER + records.size
+        for col in (7,):  # the pool's offsets in C
+            records[:, col] += start
+        header = np.array([n_ins, n_values + self.n_consts, n_values, self.n_consts,
+                           self.inputs, self.fpool_size], dtype=np.int64)
+        code = np.concatenate([header, records.ravel(), pool]).astype(np.int64)
+        floats = self.fpool + self.consts
+        F = np.concatenate(floats) if floats else np.zeros(0)
+        self.position = lambda at: n_values - 1 - at if at < 0 else at
+        return code, np.ascontiguousarray(F, dtype=np.float64)
+
+
+class InterpretedProgram:
+    """The entries of one lowered program run by the interpreter: the same entries, with
+    the same arguments and results, as :class:`~dualad.tape.numba_backend.NumbaProgram`'s
+    ``value``, ``values``, ``gradient``, ``jacobian`` and ``compressed_jacobian``."""
+
+    def __init__(self, low: Lowered) -> None:
+        outputs = low.program.outputs
+        if not any(is_slot for is_slot, _ in outputs):
+            raise LoweringError("a program whose outputs are all constants")
+        self.low = low
+        self.outputs = outputs
+        self.out = outputs[0][1] if outputs[0][0] else -1
+        self.module, ops = interpreter_module()
+        enc = _Encoder(low, ops)
+        sizes = low.sizes
+        n_inputs = low.program.n_inputs
+        for s in range(n_inputs):
+            enc.base[s] = enc.values(sizes[s])
+        enc.inputs = enc.free  # type: ignore[attr-defined]
+        for ins in compose_gathers(low):
+            enc.encode(ins)
+        for is_slot, s in outputs:
+            if is_slot and s not in enc.base:
+                raise LoweringError(f"output slot {s} is never written")
+        self.code, self.floats = enc.finish()
+        self.position = {s: enc.position(at) for s, at in enc.base.items()}
+        self.n_inputs = n_inputs
+        self.input_sizes = [sizes[s] for s in range(n_inputs)]
+        self.n_in = enc.inputs  # type: ignore[attr-defined]
+        self._outs = np.array(enc.outs, dtype=np.int64)
+        self._reads = enc.reads
+        self.n_values = enc.temps
+        self.all = np.arange(len(enc.records), dtype=np.int64)
+        self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
+                           for ins in low.instructions)
+        self._cache: dict[Any, Callable[..., Any]] = {}
+
+    def _differentiated(self, single: bool = True) -> int:
+        if single and len(self.outputs) != 1:
+            raise LoweringError("a program with several outputs")
+        if self.out < 0:
+            raise LoweringError("the differentiated output is a constant")
+        return self.out
+
+    # analysis ---------------------------------------------------------------------------
+    def _active(self, wanted: tuple[int, ...], live_from: int | None
+                ) -> tuple[list[bool], np.ndarray, np.ndarray]:
+        """``(active per value id, the records to run, flags per record)``: a record runs
+        when it depends on the inputs ``wanted`` (and, with ``live_from``, when that output
+        depends on it); its flags mark the operands that carry derivatives."""
+        act = [False] * self.n_values
+        for s in wanted:
+            act[s] = True
+        outs, reads = self._outs, self._reads
+        n = len(reads)
+        run = [False] * n
+        for pc in range(n):
+            o = outs[pc]
+            if o >= 0 and any(r >= 0 and act[r] for r in reads[pc]):
+                act[o] = run[pc] = True
+        if live_from is not None:
+            live = [False] * self.n_values
+            live[live_from] = True
+            for pc in range(n - 1, -1, -1):
+                if run[pc] and live[outs[pc]]:
+                    for r in reads[pc]:
+                        if r >= 0 and act[r]:
+                            live[r] = True
+                else:
+                    run[pc] = False
+        flags = np.zeros(n, dtype=np.int64)
+        for pc in range(n):
+            if run[pc]:
+                f = 0
+                for k, r in enumerate(reads[pc][:2]):
+                    if r >= 0 and act[r]:
+                        f |= 2 << k
+                flags[pc] = f
+        return act, np.flatnonzero(run).astype(np.int64), flags
+
+    # calls ------------------------------------------------------------------------------
+    def _pack(self, inputs: tuple) -> np.ndarray:
+        """The inputs as one flat float64 vector (TypeError for another type or a wrong
+        number of inputs, GuardFailed for another size: the compiled code's refusals)."""
+        if len(inputs) != self.n_inputs:
+            raise TypeError(f"{len(inputs)} inputs given, {self.n_inputs} expected")
+        if self.n_inputs == 1:
+            x = inputs[0]
+            if type(x) is np.ndarray:
+                if x.dtype != _F8:
+                    raise TypeError(f"an input of dtype {x.dtype}")
+                if x.size != self.n_in:
+                    raise GuardFailed
+                return x if x.ndim == 1 and x.flags.c_contiguous else \
+                    np.ascontiguousarray(x).reshape(-1)
+            if self.n_in != 1:
+                raise TypeError("a number where an array was recorded")
+            return np.array([float(x)])
+        xin = np.empty(self.n_in)
+        lo = 0
+        for x, m in zip(inputs, self.input_sizes):
+            if type(x) is np.ndarray:
+                if x.dtype != _F8:
+                    raise TypeError(f"an input of dtype {x.dtype}")
+                if x.size != m:
+                    raise GuardFailed
+                xin[lo:lo + m] = x.reshape(-1)
+            elif m != 1:
+                raise TypeError("a number where an array was recorded")
+            else:
+                xin[lo] = float(x)
+            lo += m
+        return xin
+
+    def _result(self, V: np.ndarray, s: int) -> Any:
+        """The value of slot ``s`` in ``V`` as the compiled code hands it back."""
+        shape = self.low.shapes[s]
+        at = self.position[s]
+        if self.low.sizes[s] == 1:
+            return float(V[at]) if shape == () else np.full(shape, V[at])
+        return V[at:at + self.low.sizes[s]].copy().reshape(shape)
+
+    def _aux(self, V: np.ndarray) -> tuple:
+        return tuple(self._result(V, s) for is_slot, s in self.outputs[1:] if is_slot)
+
+    def value(self) -> Callable[..., Any]:
+        """``value(*inputs)``: the output."""
+        o = self._differentiated()
+        run, C, F, order = self.module.values, self.code, self.floats, self.all
+        pack, result = self._pack, self._result
+
+        def value(*inputs: Any) -> Any:
+            status, V = run(pack(inputs), C, F, order)
+            if status:
+                raise GuardFailed
+            return result(V, o)
+
+        return value
+
+    def values(self) -> Callable[..., Any]:
+        """``values(*inputs)``: the tuple of the computed outputs, in order."""
+        run, C, F, order = self.module.values, self.code, self.floats, self.all
+        pack, result = self._pack, self._result
+        slots = [s for is_slot, s in self.outputs if is_slot]
+
+        def values(*inputs: Any) -> tuple:
+            status, V = run(pack(inputs), C, F, order)
+            if status:
+                raise GuardFailed
+            return tuple(result(V, s) for s in slots)
+
+        return values
+
+    def gradient(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
+        """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
+        output; with ``aux``, ``(value, gradients, other outputs)``."""
+        o = self._differentiated(single=not aux)
+        low = self.low
+        if low.sizes[o] != 1:
+            raise LoweringError("a gradient needs a scalar output")
+        _, active, flags = self._active(wanted, o)
+        run, C, F, order = self.module.gradient, self.code, self.floats, self.all
+        pack, result, at = self._pack, self._result, self.position[o]
+        parts = [(self.position[s], low.sizes[s], low.shapes[s]) for s in wanted]
+        tail = self._aux if aux else None
+
+        def gradient(*inputs: Any) -> Any:
+            status, V, A = run(pack(inputs), C, F, order, active, flags, at)
+            if status:
+                raise GuardFailed
+            grads = tuple(float(A[b]) if shape == () else
+                          (A[b:b + m].copy().reshape(shape) if m != 1 else
+                           np.full(shape, A[b])) for b, m, shape in parts)
+            if tail is not None:
+                return float(V[at]), grads, tail(V)
+            return float(V[at]), grads
+
+        del result
+        return gradient
+
+    def _tangent_kernel(self, wanted: tuple[int, ...], columns: np.ndarray, K: int,
+                        finish: Callable[[np.ndarray, np.ndarray], Any]) -> Callable[..., Any]:
+        """Forward mode: input entry ``j`` of the slots ``wanted`` (in order) seeded in
+        direction ``columns[j]``; ``finish(V, T)`` makes the result."""
+        _, active, flags = self._active(wanted, None)
+        rows = np.concatenate([self.position[s] + np.arange(self.low.sizes[s])
+                               for s in wanted]) if wanted else np.zeros(0, dtype=np.int64)
+        seeds = np.empty((rows.size, 2), dtype=np.int64)
+        seeds[:, 0] = rows
+        seeds[:, 1] = columns
+        seeds = seeds.ravel()
+        run, C, F, order, pack = self.module.jacobian, self.code, self.floats, self.all, \
+            self._pack
+
+        def tangents(*inputs: Any) -> Any:
+            status, V, T = run(pack(inputs), C, F, order, active, flags, seeds, K)
+            if status:
+                raise GuardFailed
+            return finish(V, T)
+
+        return tangents
+
+    def jacobian(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
+        """``jacobian(*inputs)``: the output's Jacobian with respect to the input slots
+        ``wanted``, shape ``out.shape + (k,)`` (one slot: its shape in place of ``(k,)``);
+        with ``aux``, ``(jacobian, other outputs)``."""
+        o = self._differentiated(single=not aux)
+        low = self.low
+        K = sum(low.sizes[s] for s in wanted)
+        shape = low.shapes[o] + (low.shapes[wanted[0]] if len(wanted) == 1 else (K,))
+        at, m = self.position[o], low.sizes[o]
+        tail = self._aux if aux else None
+
+        def finish(V: np.ndarray, T: np.ndarray) -> Any:
+            J = T[at:at + m].copy().reshape(shape)
+            return (J, tail(V)) if tail is not None else J
+
+        return self._tangent_kernel(wanted, np.arange(K), K, finish)
+
+    def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
+                            rows: np.ndarray, cols: np.ndarray,
+                            dense: tuple[int, ...] | None = None) -> Callable[..., Any]:
+        """``compressed(*inputs)``: the Jacobian's entries at ``(rows, cols)`` from one
+        direction per colour of ``colors``; with ``dense`` (a shape), scattered into a
+        dense Jacobian of that shape."""
+        o = self._differentiated()
+        low = self.low
+        colors = np.asarray(colors, dtype=np.int64)
+        K = int(colors.max()) + 1 if colors.size else 0
+        at = self.position[o]
+        picks = (at + np.asarray(rows, dtype=np.int64), colors[cols])
+        total = sum(low.sizes[s] for s in wanted)
+        m = low.sizes[o]
+
+        def finish(V: np.ndarray, T: np.ndarray) -> Any:
+            data = T[picks]
+            if dense is None:
+                return data
+            D = np.zeros((m, total))
+            D[rows, cols] = data
+            return D.reshape(dense)
+
+        return self._tangent_kernel(wanted, colors, max(K, 1), finish)
+
+
+def interpret(low: Lowered | None, refused: LoweringError,
+              entry: Callable[[InterpretedProgram], Any]) -> Any:
+    """Where the compiler refused the lowered program ``low`` (``refused``: too large to
+    compile quickly, say): ``(interpreted program, entry(program))``, or the reason, a
+    string, why neither compiles it (``low`` None: the program did not lower)."""
+    if low is None:
+        return str(refused)
+    try:
+        code = InterpretedProgram(low)
+        return code, entry(code)
+    except LoweringError as exc:
+        return f"{refused}, nor interpret it ({exc})"
