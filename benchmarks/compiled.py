@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import subprocess
@@ -334,6 +335,163 @@ def chain_jax(jax, x, n=100):
     return x
 
 
+def chain_vector_loss(x, n):
+    return np.sum(chain(x, n))
+
+
+def rk4_step(p, y, xp=np, h=0.05):
+    """One explicit RK4 step of Lotka-Volterra with parameters ``p``."""
+    def rhs(y):
+        return xp.stack([p[0] * y[0] - p[1] * y[0] * y[1], p[2] * y[0] * y[1] - p[3] * y[1]])
+
+    k1 = rhs(y)
+    k2 = rhs(y + (h / 2) * k1)
+    k3 = rhs(y + (h / 2) * k2)
+    k4 = rhs(y + h * k3)
+    return y + (h / 6) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+
+
+def rk4_loss(p, steps=200):
+    """Lotka-Volterra integrated by explicit RK4 (h = 0.05, ``steps`` steps, a Python loop
+    as written), then the final state's squared norm: a function of the 4 parameters."""
+    y = np.array([1.0, 0.5])
+    for _ in range(steps):
+        y = rk4_step(p, y)
+    return np.sum(y * y)
+
+
+def rk4_loss_jax(jnp, p, steps=200):
+    """The same with ``jax.lax.fori_loop`` (unrolled, XLA compiles 200 steps for minutes
+    and 5 GB): how a JAX user writes it."""
+    import jax
+
+    y = jax.lax.fori_loop(0, steps, lambda i, y: rk4_step(p, y, jnp), jnp.array([1.0, 0.5]))
+    return jnp.sum(y * y)
+
+
+def _interpreted():
+    """A context in which ad.jit sends every program to the interpreter (the entries are
+    built at the first call, inside it)."""
+    import contextlib
+
+    from dualad.tape import numba_backend
+
+    @contextlib.contextmanager
+    def cap():
+        old = numba_backend.MAX_COMPILE_COST
+        numba_backend.MAX_COMPILE_COST = 0
+        try:
+            yield
+        finally:
+            numba_backend.MAX_COMPILE_COST = old
+
+    return cap()
+
+
+def interpreter_rows(bench: Bench, quick: bool) -> None:
+    """Programs beyond the compile-cost cap (MAX_COMPILE_COST): gradients of 400- and
+    1000-op chains of 8-vectors and of an RK4 integration (200 steps, 4 parameters) run
+    by the compiled interpreter, against the tape's Python replay (the fallback before,
+    baseline), eager mode and jax.jit(grad); on a 100-op chain, which both compile, the
+    interpreter against the straight-line compiled code (baseline). Then what a new
+    program costs once the interpreter is compiled: its recording, lowering, encoding
+    and first call."""
+    x = np.linspace(0.1, 0.5, 8)
+    p = np.array([1.1, 0.4, 0.1, 0.4])
+    problems = [(f"{n}-op chain of 8-vectors grad", functools.partial(chain_vector_loss, n=n),
+                 x, lambda jnp, y, n=n: jnp.sum(chain_jax_any(jnp, y, n)))
+                for n in ((400,) if quick else (400, 1000))]
+    problems.append(("RK4 200 steps grad (params)", rk4_loss, p, rk4_loss_jax))
+    for case, f, x0, f_jax in problems:
+        ad = require_dualad()
+        expected = ad.grad(f)(x0)
+        check = max_abs_err(expected)
+
+        def interp(f=f, x0=x0):
+            g = require_dualad().jit(require_dualad().grad(f), fallback="error")
+            g(x0)
+            kernel = g._fast_entry.kernel
+            if not kernel.__qualname__.startswith("InterpretedProgram."):
+                raise RuntimeError("not interpreted: below the cap")
+            return lambda: g(x0)
+
+        def replay(f=f, x0=x0):
+            t = require_dualad().record(f, x0)
+            return lambda: t.grad(x0)
+
+        def eager(f=f, x0=x0):
+            g = require_dualad().grad(f)
+            return lambda: g(x0)
+
+        def jax_grad(f_jax=f_jax, x0=x0):
+            jax = require("jax")
+            g = jax.jit(jax.grad(lambda y: f_jax(jax.numpy, y)))
+            xj = jax.numpy.asarray(x0)
+            return lambda: g(xj).block_until_ready()
+
+        bench.time(case, "tape.grad (Python replay)", BASELINE, replay, size=x0.size,
+                   check=check)
+        bench.time(case, "ad.jit(grad) (interpreter)", DUALAD, interp, size=x0.size,
+                   check=check)
+        bench.time(case, "ad.grad (eager)", DUALAD, eager, size=x0.size, check=check)
+        bench.time(case, "jax.jit(grad)", PEER, jax_grad, size=x0.size, check=check,
+                   peer_name="jax")
+    # both compile: the interpreter against the straight-line code
+    f = functools.partial(chain_vector_loss, n=100)
+    check = max_abs_err(require_dualad().grad(f)(x))
+    case = "100-op chain of 8-vectors grad"
+
+    def straight():
+        g = require_dualad().jit(require_dualad().grad(f), fallback="error")
+        return lambda: g(x)
+
+    def interp100():
+        g = require_dualad().jit(require_dualad().grad(f), fallback="error")
+        g(x)
+        if not g._fast_entry.kernel.__qualname__.startswith("InterpretedProgram."):
+            raise RuntimeError("not interpreted")
+        return lambda: g(x)
+
+    def jax100():
+        jax = require("jax")
+        g = jax.jit(jax.grad(lambda y: jax.numpy.sum(chain_jax_any(jax.numpy, y, 100))))
+        xj = jax.numpy.asarray(x)
+        return lambda: g(xj).block_until_ready()
+
+    bench.time(case, "ad.jit(grad) (straight-line)", BASELINE, straight, size=8, check=check)
+    bench.time(case, "ad.jit(grad) (interpreter)", DUALAD, interp100, size=8, check=check,
+               context=_interpreted)
+    bench.time(case, "jax.jit(grad)", PEER, jax100, size=8, check=check, peer_name="jax")
+    # a new program, the interpreter compiled: record, lower, encode, first call
+    for n in ((400,) if quick else (400, 1000)):
+        f = functools.partial(chain_vector_loss, n=n)
+        case = f"new {n}-op program (8-vectors)"
+
+        def first_call(f=f):
+            ad = require_dualad()
+            return lambda: ad.jit(ad.grad(f), fallback="error")(x)
+
+        def encode_only(f=f):
+            from dualad.tape import record
+            from dualad.tape.interpreter import InterpretedProgram
+            from dualad.tape.lowering import lower
+
+            program = record(f, x).program
+            return lambda: InterpretedProgram(lower(program, [x])).gradient((0,))
+
+        bench.time(case, "ad.jit(grad) first call", DUALAD, first_call, size=n,
+                   number=1, repeat=7, warmup=0)
+        bench.time(case, "lower + encode (no call)", REFERENCE, encode_only, size=n,
+                   number=1, repeat=7, warmup=0)
+
+
+def chain_jax_any(jnp, x, n):
+    for i in range(n):
+        r = i % 3
+        x = jnp.sin(x) if r == 0 else (x * 1.0001 if r == 1 else x + 0.1)
+    return x
+
+
 def batch_rows(bench: Bench, quick: bool) -> None:
     """1000 Lorenz-96 Jacobians (n = 40): the compiled batch loop on one and on two
     threads, against a loop of compiled calls, eager mode and jax.jit(vmap(jacfwd))."""
@@ -480,7 +638,7 @@ def compile_cases():
     y0 = np.concatenate([1 + np.sin(np.linspace(0, 3, 32 * 32)), 3 * np.ones(32 * 32)])
     cases.append(("sparse_jacobian Brusselator N=32",
                   ad.jit(ad.sparse_jacobian(brusselator_2d), fallback="error"), (y0,)))
-    for n in (10, 100, 400, 1000):  # beyond the compile-cost cap: the Python replay
+    for n in (10, 100, 400, 1000):  # 400 and 1000: beyond the compile-cost cap, interpreted
         cases.append((f"grad of a {n}-op chain of 8-vectors",
                       ad.jit(ad.grad(lambda x, n=n: np.sum(chain(x, n))), fallback="warn"),
                       (np.linspace(0.1, 0.5, 8),)))
@@ -571,6 +729,7 @@ def run(quick: bool = False):
     chain_rows(bench)
     indexing_rows(bench)
     mlp_rows(bench)
+    interpreter_rows(bench, quick)
     batch_rows(bench, quick)
     entry_rows(bench)
     compile_rows(bench, quick)

@@ -92,6 +92,7 @@ class _Encoder:
         self.outs: list[int] = []  # value id written per record
         self.reads: list[tuple[int, ...]] = []  # value ids read per record (operands first)
         self.temps = len(low.sizes)  # ids of temporaries (gathered operands)
+        self.alias: dict[int, int] = {}  # slot -> the slot whose entries it reads in place
 
     # layout ------------------------------------------------------------------------------
     def values(self, n: int) -> int:
@@ -136,6 +137,10 @@ class _Encoder:
         self.outs.append(writes)
         self.reads.append(reads)
 
+    def ident(self, slot: int) -> int:
+        """The value id of ``slot``: the slot it views, for a view."""
+        return self.alias.get(slot, slot)
+
     def output(self, slot: int) -> int:
         at = self.base.get(slot)
         if at is None:
@@ -157,22 +162,25 @@ class _Encoder:
         s = op.slot
         if s not in self.base:
             raise LoweringError(f"slot {s} is read before it is written")
-        at = self.base[s]
+        at, vid = self.base[s], self.ident(s)
         if self.sizes[s] == 1:
-            return at, 0, s
+            return at, 0, vid
         index = op.index
-        if index is None or (index.size == n and self.sizes[s] == n and
-                             np.array_equal(index, np.arange(n))):
-            return at, 1, s
-        if np.all(index == index[0]):
-            return self._offset(at, int(index[0])), 0, s
+        if index is None:
+            return at, 1, vid
+        first = int(index[0])
+        if np.all(index == first):
+            return self._offset(at, first), 0, vid
+        if np.array_equal(index, first + np.arange(n)):  # a run of entries in order
+            return self._offset(at, first), 1, vid
         temp = self.values(n)
         tid = self.temps
         self.temps += 1
         pairs = np.empty((n, 2), dtype=np.int64)
         pairs[:, 0] = temp + np.arange(n)
         pairs[:, 1] = self._offset(at, index)
-        self.record(self.ops["gather"], n, temp, p=self.ints(pairs), writes=tid, reads=(s,))
+        self.record(self.ops["gather"], n, temp, p=self.ints(pairs), writes=tid,
+                    reads=(vid,))
         return temp, 1, tid
 
     @staticmethod
@@ -214,6 +222,16 @@ class _Encoder:
 
     def gather(self, ins: Gather) -> None:
         m = self.sizes[ins.out]
+        if len(ins.sources) == 1 and ins.out not in self.base:
+            s, positions, local = ins.sources[0]
+            if s in self.base and positions.size == m:  # every entry from one value
+                order = np.empty(m, dtype=np.int64)
+                order[positions] = local
+                first = int(order[0])
+                if np.array_equal(order, first + np.arange(m)):  # a run in order: a view
+                    self.base[ins.out] = self._offset(self.base[s], first)
+                    self.alias[ins.out] = self.ident(s)
+                    return
         out = self.output(ins.out)
         covered = np.zeros(m, dtype=bool)
         pieces = []
@@ -226,7 +244,7 @@ class _Encoder:
             piece[:, 0] = out + positions
             piece[:, 1] = self._offset(self.base[s], local)
             pieces.append(piece)
-            slots.append(s)
+            slots.append(self.ident(s))
         rest = np.flatnonzero(~covered)
         if rest.size:
             piece = np.empty((rest.size, 2), dtype=np.int64)
@@ -248,7 +266,8 @@ class _Encoder:
             raise LoweringError("a linear map of a constant")
         p = self.ints(np.concatenate([ins.indptr, ins.indices]))
         q = self.floats(np.concatenate([ins.offset, ins.data]))
-        self.record(self.ops["linear"], m, out, at, 1, p=p, q=q, writes=ins.out, reads=(s,))
+        self.record(self.ops["linear"], m, out, at, 1, p=p, q=q, writes=ins.out,
+                    reads=(self.ident(s),))
 
     def select(self, ins: Select) -> None:
         s = ins.source
@@ -259,7 +278,7 @@ class _Encoder:
         counts = self.values(m)
         self.record(self.ops["select"], ins.group.size, out, self.base[s], 1, counts, 0,
                     p=self.ints(ins.group), q=self.floats([1.0 if ins.largest else 0.0]), m=m,
-                    writes=ins.out, reads=(s,))
+                    writes=ins.out, reads=(self.ident(s),))
 
     def guard(self, ins: Guard) -> None:
         if ins.kind == "shape":  # the entries are written for the recorded sizes
@@ -336,6 +355,7 @@ class InterpretedProgram:
         self.n_in = enc.inputs  # type: ignore[attr-defined]
         self._outs = np.array(enc.outs, dtype=np.int64)
         self._reads = enc.reads
+        self._alias = enc.alias
         self.n_values = enc.temps
         self.all = np.arange(len(enc.records), dtype=np.int64)
         self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
@@ -465,7 +485,7 @@ class InterpretedProgram:
         low = self.low
         if low.sizes[o] != 1:
             raise LoweringError("a gradient needs a scalar output")
-        _, active, flags = self._active(wanted, o)
+        _, active, flags = self._active(wanted, self._alias.get(o, o))
         run, C, F, order = self.module.gradient, self.code, self.floats, self.all
         pack, result, at = self._pack, self._result, self.position[o]
         parts = [(self.position[s], low.sizes[s], low.shapes[s]) for s in wanted]
