@@ -15,9 +15,10 @@ the instructions that lie between the inputs differentiated and the output), for
 (``jacobian``, ``compressed_jacobian``: one tangent row per entry, the directions
 innermost). Guards are opcodes that return a status; the entries raise
 :class:`~dualad.tape.program.GuardFailed` where one fails, as the compiled code does.
-A program with an instruction the interpreter has no opcode for (a matrix product of two
-computed values, a rule redefined since the interpreter was generated) raises
-:class:`~dualad.tape.lowering.LoweringError` when encoded.
+Every lowered instruction has an opcode (matrix products of two computed values included);
+an instruction without one (a predicate Numba lacks) raises
+:class:`~dualad.tape.lowering.LoweringError` when encoded. Redefining the rule of a
+function Numba compiles writes (and compiles) another interpreter at its next use.
 
 Example:
     >>> import numpy as np
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
+from ..derivatives.language import NUMBA_UFUNCS
 from ..derivatives.registry import rules
 from .interpreter_source import HEADER, WIDTH, interpreter_source, map_key, predicate_key
 from .lowering import Const, Gather, Guard, Linear, Lowered, LoweringError, Map, MatMul, Select
@@ -56,7 +58,8 @@ def interpreter_module() -> tuple[Any, dict[Any, int]]:
     """``(module, {opcode key: opcode})`` of the interpreter for the rules registered now
     (written and imported once per set of rules; Numba compiles each pass at its first
     call, or loads it from the disk cache)."""
-    key = tuple((r.numpy_name, tuple(d.text for d in r.expressions)) for r in rules())
+    key = tuple((r.numpy_name, tuple(d.text for d in r.expressions)) for r in rules()
+                if r.numpy_name in NUMBA_UFUNCS)
     found = _modules.get(key)
     if found is None:
         with _lock:
@@ -130,6 +133,12 @@ class _Encoder:
         self.fpool_size += a.size
         return at
 
+    def opcode(self, name: Any) -> int:
+        op = self.ops.get(name)
+        if op is None:
+            raise LoweringError(f"the interpreter has no opcode {name!r}")
+        return op
+
     def record(self, op: int, n: int, out: int, a: int = 0, sa: int = 0, b: int = 0,
                sb: int = 0, p: int = 0, q: int = 0, m: int = 0, *, writes: int = -1,
                reads: tuple[int, ...] = ()) -> None:
@@ -179,7 +188,7 @@ class _Encoder:
         pairs = np.empty((n, 2), dtype=np.int64)
         pairs[:, 0] = temp + np.arange(n)
         pairs[:, 1] = self._offset(at, index)
-        self.record(self.ops["gather"], n, temp, p=self.ints(pairs), writes=tid,
+        self.record(self.opcode("gather"), n, temp, p=self.ints(pairs), writes=tid,
                     reads=(vid,))
         return temp, 1, tid
 
@@ -203,8 +212,7 @@ class _Encoder:
         elif isinstance(ins, Guard):
             self.guard(ins)
         elif isinstance(ins, MatMul):
-            raise LoweringError("a matrix product of two computed values (matmul) is not "
-                                "interpreted")
+            self.matmul(ins)
         else:  # pragma: no cover - every lowered instruction is one of the above
             raise LoweringError(f"an instruction {type(ins).__name__}")
 
@@ -252,7 +260,7 @@ class _Encoder:
             piece[:, 1] = self._offset(self.const(ins.constant[rest]), np.arange(rest.size))
             pieces.append(piece)
         pairs = np.concatenate(pieces) if pieces else np.zeros((0, 2), dtype=np.int64)
-        self.record(self.ops["gather"], len(pairs), out, p=self.ints(pairs), writes=ins.out,
+        self.record(self.opcode("gather"), len(pairs), out, p=self.ints(pairs), writes=ins.out,
                     reads=tuple(slots))
 
     def linear(self, ins: Linear) -> None:
@@ -266,8 +274,17 @@ class _Encoder:
             raise LoweringError("a linear map of a constant")
         p = self.ints(np.concatenate([ins.indptr, ins.indices]))
         q = self.floats(np.concatenate([ins.offset, ins.data]))
-        self.record(self.ops["linear"], m, out, at, 1, p=p, q=q, writes=ins.out,
+        self.record(self.opcode("linear"), m, out, at, 1, p=p, q=q, writes=ins.out,
                     reads=(self.ident(s),))
+
+    def matmul(self, ins: MatMul) -> None:
+        if ins.a is None or ins.b is None or ins.a not in self.base or \
+                ins.b not in self.base:  # pragma: no cover - the lowering reads two slots
+            raise LoweringError("a matrix product with a constant operand")
+        out = self.output(ins.out)
+        self.record(self.opcode("matmul"), ins.p, out, self.base[ins.a], 1, self.base[ins.b], 1,
+                    q=ins.q, m=ins.r, writes=ins.out,
+                    reads=(self.ident(ins.a), self.ident(ins.b)))
 
     def select(self, ins: Select) -> None:
         s = ins.source
@@ -276,7 +293,7 @@ class _Encoder:
         m = self.sizes[ins.out]
         out = self.output(ins.out)
         counts = self.values(m)
-        self.record(self.ops["select"], ins.group.size, out, self.base[s], 1, counts, 0,
+        self.record(self.opcode("select"), ins.group.size, out, self.base[s], 1, counts, 0,
                     p=self.ints(ins.group), q=self.floats([1.0 if ins.largest else 0.0]), m=m,
                     writes=ins.out, reads=(self.ident(s),))
 
@@ -300,7 +317,7 @@ class _Encoder:
         kind = {"bool": "guard_bool", "int": "guard_int", "index": "guard_int"}.get(
             ins.kind, "guard_float")
         q = self.floats(np.broadcast_to(ins.recorded, (n,)))
-        self.record(self.ops[kind], n, 0, self.base[s], 1, q=q)
+        self.record(self.opcode(kind), n, 0, self.base[s], 1, q=q)
 
     # the code ----------------------------------------------------------------------------
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
@@ -418,8 +435,9 @@ class InterpretedProgram:
                     raise TypeError(f"an input of dtype {x.dtype}")
                 if x.size != self.n_in:
                     raise GuardFailed
-                return x if x.ndim == 1 and x.flags.c_contiguous else \
-                    np.ascontiguousarray(x).reshape(-1)
+                if x.ndim == 1 and x.flags.c_contiguous and x.flags.writeable:
+                    return x  # (Numba would compile again for another layout)
+                return np.array(x, dtype=np.float64, order="C").reshape(-1)
             if self.n_in != 1:
                 raise TypeError("a number where an array was recorded")
             return np.array([float(x)])

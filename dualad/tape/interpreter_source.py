@@ -46,7 +46,8 @@ WIDTH = len(FIELDS)
 #: have (``V[:C[4]]``); ``C[5]``: where the constants start in ``F``.
 HEADER = 6
 #: The structural opcodes, numbered first.
-STRUCTURAL = ("gather", "linear", "select", "guard_bool", "guard_int", "guard_float")
+STRUCTURAL = ("gather", "linear", "select", "matmul", "guard_bool", "guard_int",
+              "guard_float")
 
 
 def map_key(name: str, arg_names: Sequence[str], temps: Sequence[str],
@@ -242,6 +243,38 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "        _c = 1.0 / V[_b + _d]",
                       "        for _k in range(K):",
                       "            T[_o + _d, _k] += _c * T[_a + _i, _k]"])
+    # matmul: (_n, _q) at _a times (_q, _m) at _b, row-major, into (_n, _m) at _o
+    mm = ops["matmul"]
+    forward.add(mm, ["for _i in range(_n):",
+                     "    for _j in range(_m):",
+                     "        _acc = 0.0",
+                     "        for _e in range(_q):",
+                     "            _acc += V[_a + _i * _q + _e] * V[_b + _e * _m + _j]",
+                     "        V[_o + _i * _m + _j] = _acc"])
+    backward.add(mm, ["for _i in range(_n):",
+                      "    for _j in range(_m):",
+                      "        _g = A[_o + _i * _m + _j]",
+                      "        for _e in range(_q):",
+                      "            if _f & 2:",
+                      "                A[_a + _i * _q + _e] += _g * V[_b + _e * _m + _j]",
+                      "            if _f & 4:",
+                      "                A[_b + _e * _m + _j] += V[_a + _i * _q + _e] * _g"])
+    tangent.add(mm, ["for _i in range(_n):",
+                     "    for _j in range(_m):",
+                     "        _d = _o + _i * _m + _j",
+                     "        for _k in range(K):",
+                     "            T[_d, _k] = 0.0",
+                     "        for _e in range(_q):",
+                     "            _s = _a + _i * _q + _e",
+                     "            _c = V[_b + _e * _m + _j]",
+                     "            if _f & 2:",
+                     "                for _k in range(K):",
+                     "                    T[_d, _k] += _c * T[_s, _k]",
+                     "            _s = _b + _e * _m + _j",
+                     "            _c = V[_a + _i * _q + _e]",
+                     "            if _f & 4:",
+                     "                for _k in range(K):",
+                     "                    T[_d, _k] += _c * T[_s, _k]"])
     # guards on read values: n entries at _a against the recorded F[_q:]
     forward.add(ops["guard_bool"], ["for _i in range(_n):",
                                     "    if (V[_a + _i] != 0.0) != (F[_q + _i] != 0.0):",

@@ -316,21 +316,69 @@ def test_guards_on_values_read_as_numbers(small_cap, kind, recorded, same, other
 
 # -- what the interpreter refuses --------------------------------------------------------------
 
-def with_matmul(x):
+@pytest.fixture
+def no_sin_opcode(monkeypatch):
+    """An interpreter without an opcode for np.sin (as for a function it cannot run)."""
+    import dualad.tape.interpreter as interpreter
+
+    module, ops = interpreter_module()
+    fewer = {k: v for k, v in ops.items() if not (k[0] == "map" and k[1] == "sin")}
+    monkeypatch.setattr(interpreter, "interpreter_module", lambda: (module, fewer))
+
+
+def with_sin(x):
     return np.sum(np.sin(x) @ np.cos(x) + x)
 
 
-def test_a_refused_program_falls_back_once(small_cap):
+def test_a_refused_program_falls_back_once(small_cap, no_sin_opcode):
     x = np.linspace(0.1, 0.9, 4).reshape(2, 2)
-    g = ad.jit(ad.grad(with_matmul))
-    with pytest.warns(JitFallbackWarning, match="nor interpret it.*matmul"):
+    g = ad.jit(ad.grad(with_sin))
+    with pytest.warns(JitFallbackWarning, match="nor interpret it.*np.sin"):
         got = g(x)
     with warnings.catch_warnings():
         warnings.simplefilter("error", JitFallbackWarning)  # said once
-        np.testing.assert_allclose(g(x * 2), ad.grad(with_matmul)(x * 2), rtol=1e-14)
-    np.testing.assert_allclose(got, ad.grad(with_matmul)(x), rtol=1e-14)
-    with pytest.raises(ad.JitError, match="MAX_COMPILE_COST.*nor interpret it.*matmul"):
-        ad.jit(ad.grad(with_matmul), fallback="error")(x)
+        np.testing.assert_allclose(g(x * 2), ad.grad(with_sin)(x * 2), rtol=1e-14)
+    np.testing.assert_allclose(got, ad.grad(with_sin)(x), rtol=1e-14)
+    with pytest.raises(ad.JitError, match="MAX_COMPILE_COST.*nor interpret it.*np.sin"):
+        ad.jit(ad.grad(with_sin), fallback="error")(x)
+
+
+def mm(a, b):
+    return np.tanh(a) @ (b * b) + 1.0
+
+
+def mm_loss(a, b):
+    return np.sum(mm(a, b) ** 2)
+
+
+def test_matrix_products_of_computed_values(small_cap):
+    for sa, sb in (((2, 3), (3, 4)), ((3, 2), (2, 3))):
+        a = np.linspace(-1.0, 1.0, sa[0] * sa[1]).reshape(sa)
+        b = np.cos(np.arange(sb[0] * sb[1], dtype=float)).reshape(sb)
+        np.testing.assert_allclose(interpreted(mm)(a, b), mm(a, b), rtol=1e-14)
+        for k in (0, 1):
+            g = interpreted(ad.grad(mm_loss, argnums=k))(a, b)
+            np.testing.assert_allclose(g, ad.grad(mm_loss, argnums=k)(a, b), rtol=1e-13)
+            np.testing.assert_allclose(g, numerical_jacobian(mm_loss, (a, b), k), rtol=1e-6,
+                                       atol=1e-8)
+            J = interpreted(ad.jacobian(mm, argnums=k, mode="forward"))(a, b)
+            np.testing.assert_allclose(J, ad.jacobian(mm, argnums=k)(a, b), rtol=1e-13,
+                                       atol=1e-15)
+
+
+def test_inputs_of_other_layouts_are_copied_not_compiled_for(small_cap):
+    g = interpreted(ad.grad(lambda x: np.sum(np.sin(x) * x)))
+    x = np.linspace(0.0, 1.0, 10)
+    expected = np.sin(x) + x * np.cos(x)
+    np.testing.assert_allclose(g(x), expected, rtol=1e-14)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    np.testing.assert_allclose(g(frozen), expected, rtol=1e-14)
+    strided = np.repeat(x, 2)[::2]
+    np.testing.assert_allclose(g(strided), expected, rtol=1e-14)
+    np.testing.assert_allclose(g(x.astype(np.float32)), expected, rtol=1e-6)
+    module, _ = interpreter_module()
+    assert len(module.gradient.signatures) == 1  # one compiled form, whatever came in
 
 
 def test_programs_that_do_not_lower_still_fall_back_as_before(small_cap):
