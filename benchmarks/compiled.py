@@ -400,7 +400,7 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
     p = np.array([1.1, 0.4, 0.1, 0.4])
     problems = [(f"{n}-op chain of 8-vectors grad", functools.partial(chain_vector_loss, n=n),
                  x, lambda jnp, y, n=n: jnp.sum(chain_jax_any(jnp, y, n)))
-                for n in ((400,) if quick else (400, 1000))]
+                for n in (400, 1000)]
     problems.append(("RK4 200 steps grad (params)", rk4_loss, p, rk4_loss_jax))
     for case, f, x0, f_jax in problems:
         ad = require_dualad()
@@ -463,7 +463,7 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
                context=_interpreted)
     bench.time(case, "jax.jit(grad)", PEER, jax100, size=8, check=check, peer_name="jax")
     # a new program, the interpreter compiled: record, lower, encode, first call
-    for n in ((400,) if quick else (400, 1000)):
+    for n in (400, 1000):
         f = functools.partial(chain_vector_loss, n=n)
         case = f"new {n}-op program (8-vectors)"
 
