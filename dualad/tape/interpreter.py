@@ -86,7 +86,7 @@ class _Encoder:
         self.free = 0  # the next free position among the values
         self.consts: list[np.ndarray] = []
         self.n_consts = 0
-        self.scalars: dict[float, int] = {}
+        self.scalars: dict[bytes, int] = {}
         self.records: list[list[int]] = []
         self.pool: list[np.ndarray] = []  # integer tables (after the records)
         self.pool_size = 0
@@ -106,17 +106,16 @@ class _Encoder:
     def const(self, a: np.ndarray) -> int:
         """The coded position of the constant entries ``a``."""
         a = np.ascontiguousarray(a, dtype=np.float64).ravel()
-        if a.size == 1:
-            v = float(a[0])
-            key = v if v == v else "nan"
-            found = self.scalars.get(key)  # type: ignore[arg-type]
+        key = a.tobytes() if a.size == 1 else None  # -0.0 is not 0.0, NaN is NaN
+        if key is not None:
+            found = self.scalars.get(key)
             if found is not None:
                 return found
         at = -1 - self.n_consts
         self.consts.append(a)
         self.n_consts += a.size
-        if a.size == 1:
-            self.scalars[key] = at  # type: ignore[index]
+        if key is not None:
+            self.scalars[key] = at
         return at
 
     def ints(self, a: np.ndarray) -> int:
@@ -269,9 +268,7 @@ class _Encoder:
             raise LoweringError(f"slot {s} is read before it is written")
         m = self.sizes[ins.out]
         out = self.output(ins.out)
-        at = self.base[s]
-        if at < 0:  # pragma: no cover - a constant source is folded by the lowering
-            raise LoweringError("a linear map of a constant")
+        at = self.base[s]  # (a constant's code: fixed up with the other positions)
         p = self.ints(np.concatenate([ins.indptr, ins.indices]))
         q = self.floats(np.concatenate([ins.offset, ins.data]))
         self.record(self.opcode("linear"), m, out, at, 1, p=p, q=q, writes=ins.out,
@@ -288,7 +285,7 @@ class _Encoder:
 
     def select(self, ins: Select) -> None:
         s = ins.source
-        if s not in self.base or self.base[s] < 0:
+        if s not in self.base:
             raise LoweringError(f"slot {s} is read before it is written")
         m = self.sizes[ins.out]
         out = self.output(ins.out)

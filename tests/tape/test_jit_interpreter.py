@@ -154,6 +154,13 @@ def test_trees_of_outputs_aux_and_batches(small_cap):
                                rtol=1e-14)
 
 
+def test_constants_keep_their_sign_and_nan(small_cap):
+    f = lambda x: np.copysign(x, -0.0) * 2.0 + np.copysign(x, 0.0) + np.fmax(x, np.nan)  # noqa: E731
+    x = np.array([0.5, -1.5, 2.0])
+    np.testing.assert_array_equal(interpreted(f)(x), f(x))
+    np.testing.assert_allclose(interpreted(ad.jacobian(f))(x), ad.jacobian(f)(x), rtol=1e-15)
+
+
 def test_sparse_jacobian(small_cap):
     def f(y):
         return np.roll(y, 1) * y - np.sin(y) + y[0]
