@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -350,11 +351,20 @@ def _lower_map(e: Operation, rule: Any, slots: list[Any], shapes: list[tuple[int
     name = rule.numpy_name
     if name not in NUMBA_UFUNCS or e.kw or e.seqs or len(e.template) != len(rule.arg_names):
         raise LoweringError(f"{e.op!r} has no scalar Numba form")
-    body = numba_scalar_source(rule.expressions, indent="")
+    body = _scalar_source(rule.expressions)
     if body is None:
         raise LoweringError(f"{e.op!r}: its derivative needs a function Numba lacks")
     temps, partials = body
-    return Map(e.out, name, rule.arg_names, _map_operands(e, shapes), temps, partials)
+    return Map(e.out, name, rule.arg_names, _map_operands(e, shapes), list(temps),
+               list(partials))
+
+
+@functools.lru_cache(maxsize=512)
+def _scalar_source(expressions: tuple) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The scalar Numba source of a rule's partials, written once per rule (a long
+    program calls the same few rules thousands of times)."""
+    body = numba_scalar_source(expressions, indent="")
+    return None if body is None else (tuple(body[0]), tuple(body[1]))
 
 
 def _lower_form(e: Operation, form: Any, shapes: list[tuple[int, ...]]) -> Map:
