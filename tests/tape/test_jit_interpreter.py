@@ -3,10 +3,14 @@ against eager mode and central differences, per opcode, with guards, and its fal
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import dualad as ad
 import dualad.tape.numba_backend as backend
@@ -16,6 +20,10 @@ from dualad.tape.interpreter import InterpretedProgram, interpreter_module
 from dualad.tape.interpreter_source import interpreter_source, map_key
 from dualad.tape.jit import JitFallbackWarning
 from dualad.tape.tape import TapeRetraceWarning
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from strategies import programs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
@@ -168,6 +176,27 @@ def test_sparse_jacobian(small_cap):
     y = np.linspace(-1.0, 2.0, 7)
     J = interpreted(ad.sparse_jacobian(f))(y)
     np.testing.assert_allclose(J.toarray(), ad.jacobian(f)(y), rtol=1e-14)
+
+
+@settings(max_examples=int(os.environ.get("DUALAD_INTERPRETER_EXAMPLES", "8")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(programs(max_ops=8, max_inputs=1))
+def test_random_programs_interpreted_agree_with_eager(small_cap, program):
+    """The tape differential guard, run by the interpreter (or its fallback where the
+    program does not lower)."""
+    x = program.inputs[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            expected = ad.jacobian(program, mode="forward")(x)
+            got = ad.jit(ad.jacobian(program))(x)
+            value = ad.jit(program)(x)
+            loss = lambda y: np.sum(program(y))  # noqa: E731
+            g = ad.jit(ad.grad(loss))(x)
+            eg = ad.grad(loss)(x)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(value, program(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, eg, rtol=1e-10, atol=1e-10)
 
 
 # -- each generated opcode against its eager derivative ---------------------------------------
