@@ -219,8 +219,9 @@ class _Encoder:
         key = map_key(ins.name, ins.arg_names, ins.temps, ins.partials)
         op = self.ops.get(key)
         if op is None:
-            raise LoweringError(f"np.{ins.name} with the derivative rule recorded here has "
-                                f"no interpreter opcode")
+            what = f"np.{ins.name}" if ins.name else f"the elementwise form {ins.value!r}"
+            raise LoweringError(f"{what} with the derivative recorded here has no "
+                                f"interpreter opcode")
         n = self.sizes[ins.out]
         found = [self.operand(o, n) for o in ins.operands]
         out = self.output(ins.out)
@@ -493,9 +494,11 @@ class InterpretedProgram:
 
         return values
 
-    def gradient(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
+    def gradient(self, wanted: tuple[int, ...], aux: bool = False,
+                 value: bool = True) -> Callable[..., Any]:
         """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
-        output; with ``aux``, ``(value, gradients, other outputs)``."""
+        output; with ``aux``, ``(value, gradients, other outputs)``; with ``value=False``
+        (one wanted slot, no ``aux``), the gradient alone."""
         o = self._differentiated(single=not aux)
         low = self.low
         if low.sizes[o] != 1:
@@ -505,6 +508,7 @@ class InterpretedProgram:
         pack, result, at = self._pack, self._result, self.position[o]
         parts = [(self.position[s], low.sizes[s], low.shapes[s]) for s in wanted]
         tail = self._aux if aux else None
+        alone = not (value or aux or len(wanted) != 1)
 
         def gradient(*inputs: Any) -> Any:
             status, V, A = run(pack(inputs), C, F, order, active, flags, at)
@@ -515,6 +519,8 @@ class InterpretedProgram:
                            np.full(shape, A[b])) for b, m, shape in parts)
             if tail is not None:
                 return float(V[at]), grads, tail(V)
+            if alone:
+                return grads[0]
             return float(V[at]), grads
 
         del result

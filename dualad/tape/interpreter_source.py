@@ -6,7 +6,7 @@ its value (:func:`~dualad.derivatives.language.numba_scalar_call`) and its parti
 rule's expressions in the scalar language, :func:`~dualad.derivatives.language.
 numba_scalar_source`) are written into the branches of the passes; so do the predicates the
 tables declare not differentiable (comparisons, ``isnan``, ...) that Numba compiles, as
-guard opcodes. The structural opcodes (copies, sparse linear maps, max/min selections,
+guard opcodes and as opcodes computing masks (1.0 / 0.0, without derivative). The structural opcodes (copies, sparse linear maps, max/min selections,
 guards on read values) are written here once. Nothing in this module names a numpy
 function.
 
@@ -33,7 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from ..derivatives.language import NUMBA_UFUNCS, numba_scalar_call, numba_scalar_source
+from ..derivatives.language import (
+    NUMBA_UFUNCS,
+    numba_predicate_call,
+    numba_scalar_call,
+    numba_scalar_source,
+)
 from ..derivatives.registry import not_differentiable_functions, rules
 
 __all__ = ["FIELDS", "HEADER", "WIDTH", "interpreter_source", "map_key", "predicate_key"]
@@ -353,8 +358,13 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
     import numpy as _np
 
     for name in _numba_predicates():
+        nin = getattr(_np, name).nin
         op = ops[predicate_key(name)] = len(ops)
-        _predicate_body(op, name, getattr(_np, name).nin, forward)
+        _predicate_body(op, name, nin, forward)
+        args = ["x0", "x1"][:nin]  # the mask it computes, read by other instructions
+        op = ops[map_key(name, args, [], ["0.0"] * nin)] = len(ops)
+        _map_bodies(op, numba_predicate_call(name, args), [], ["0.0"] * nin, args, forward,
+                    backward, tangent)
     for key, call, temps, partials, args in _maps():
         op = ops[key] = len(ops)
         _map_bodies(op, call, temps, partials, args, forward, backward, tangent)
