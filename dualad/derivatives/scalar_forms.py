@@ -22,7 +22,7 @@ from typing import Any
 
 from .language import Derivative, check_arg_names, parse_expression
 
-__all__ = ["ScalarForm", "declare_scalar_form", "scalar_form"]
+__all__ = ["ScalarForm", "declare_scalar_form", "scalar_form", "scalar_forms"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,8 @@ def scalar_form(func: Any) -> ScalarForm | None:
         return _FORMS.get(func)
     except TypeError:  # unhashable
         return None
+
+
+def scalar_forms() -> list[ScalarForm]:
+    """Every declared scalar form, in the order declared."""
+    return list(_FORMS.values())

@@ -43,6 +43,7 @@ import numpy as np
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import NUMBA_UFUNCS
 from ..derivatives.registry import rules
+from ..derivatives.scalar_forms import scalar_forms
 from .interpreter_source import HEADER, WIDTH, interpreter_source, map_key, predicate_key
 from .lowering import Const, Gather, Guard, Linear, Lowered, LoweringError, Map, MatMul, Select
 from .program import GuardFailed
@@ -59,7 +60,9 @@ def interpreter_module() -> tuple[Any, dict[Any, int]]:
     (written and imported once per set of rules; Numba compiles each pass at its first
     call, or loads it from the disk cache)."""
     key = tuple((r.numpy_name, tuple(d.text for d in r.expressions)) for r in rules()
-                if r.numpy_name in NUMBA_UFUNCS)
+                if r.numpy_name in NUMBA_UFUNCS) + tuple(
+        (f.arg_names, f.value.text, tuple(d.text for d in f.derivatives))
+        for f in scalar_forms())
     found = _modules.get(key)
     if found is None:
         with _lock:
@@ -139,9 +142,9 @@ class _Encoder:
         return op
 
     def record(self, op: int, n: int, out: int, a: int = 0, sa: int = 0, b: int = 0,
-               sb: int = 0, p: int = 0, q: int = 0, m: int = 0, *, writes: int = -1,
-               reads: tuple[int, ...] = ()) -> None:
-        self.records.append([op, n, out, a, sa, b, sb, p, q, m])
+               sb: int = 0, p: int = 0, q: int = 0, m: int = 0, c: int = 0, sc: int = 0, *,
+               writes: int = -1, reads: tuple[int, ...] = ()) -> None:
+        self.records.append([op, n, out, a, sa, b, sb, p, q, m, c, sc])
         self.outs.append(writes)
         self.reads.append(reads)
 
@@ -216,17 +219,18 @@ class _Encoder:
             raise LoweringError(f"an instruction {type(ins).__name__}")
 
     def map(self, ins: Map) -> None:
-        key = map_key(ins.name, ins.arg_names, ins.temps, ins.partials)
+        key = map_key(ins.name, ins.arg_names, ins.temps, ins.partials,
+                      getattr(ins, "value", None))
         op = self.ops.get(key)
         if op is None:
             what = f"np.{ins.name}" if ins.name else f"the elementwise form {ins.value!r}"
             raise LoweringError(f"{what} with the derivative recorded here has no "
                                 f"interpreter opcode")
         n = self.sizes[ins.out]
-        found = [self.operand(o, n) for o in ins.operands]
+        found = [self.operand(o, n) for o in ins.operands] + [(0, 0, -1)] * 2
         out = self.output(ins.out)
-        (a, sa, ra), (b, sb, rb) = found[0], found[1] if len(found) > 1 else (0, 0, -1)
-        self.record(op, n, out, a, sa, b, sb, writes=ins.out, reads=(ra, rb))
+        (a, sa, ra), (b, sb, rb), (c, sc, rc) = found[:3]
+        self.record(op, n, out, a, sa, b, sb, c=c, sc=sc, writes=ins.out, reads=(ra, rb, rc))
 
     def gather(self, ins: Gather) -> None:
         m = self.sizes[ins.out]
@@ -322,7 +326,7 @@ class _Encoder:
         n_values = self.free
         n_ins = len(self.records)
         records = np.array(self.records, dtype=np.int64).reshape(n_ins, WIDTH)
-        for col in (2, 3, 5):  # out, a, b: constants after the values
+        for col in (2, 3, 5, 10):  # out, a, b, c: constants after the values
             c = records[:, col]
             records[:, col] = np.where(c < 0, n_values - 1 - c, c)
         pool = np.concatenate(self.pool) if self.pool else np.zeros(0, dtype=np.int64)
@@ -414,7 +418,7 @@ class InterpretedProgram:
         for pc in range(n):
             if run[pc]:
                 f = 0
-                for k, r in enumerate(reads[pc][:2]):
+                for k, r in enumerate(reads[pc][:3]):
                     if r >= 0 and act[r]:
                         f |= 2 << k
                 flags[pc] = f

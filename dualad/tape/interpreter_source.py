@@ -11,10 +11,10 @@ guards on read values) are written here once. Nothing in this module names a num
 function.
 
 An instruction is ``WIDTH`` integers of the code array ``C`` (after ``HEADER``
-integers): ``op, n, out, a, sa, b, sb, p, q, m``: ``n`` entries written from ``V[out]``
-on, operands read at ``V[a + i * sa]`` and ``V[b + i * sb]`` (a step of 0 broadcasts one
-entry), ``p`` an offset into ``C`` (index tables), ``q`` an offset into the float array
-``F`` (coefficients, recorded readings), ``m`` a count or a flag. ``V`` holds every entry
+integers): ``op, n, out, a, sa, b, sb, p, q, m, c, sc``: ``n`` entries written from
+``V[out]`` on, operands read at ``V[a + i * sa]``, ``V[b + i * sb]`` and ``V[c + i * sc]``
+(a step of 0 broadcasts one entry), ``p`` an offset into ``C`` (index tables), ``q`` an
+offset into the float array ``F`` (coefficients, recorded readings), ``m`` a count. ``V`` holds every entry
 of every value (the inputs first, then each instruction's result, then the constants),
 ``A`` their adjoints, ``T`` their tangents (a row per entry, a column per direction).
 
@@ -40,11 +40,12 @@ from ..derivatives.language import (
     numba_scalar_source,
 )
 from ..derivatives.registry import not_differentiable_functions, rules
+from ..derivatives.scalar_forms import scalar_forms
 
 __all__ = ["FIELDS", "HEADER", "WIDTH", "interpreter_source", "map_key", "predicate_key"]
 
 #: The fields of one instruction, in order.
-FIELDS = ("op", "n", "out", "a", "sa", "b", "sb", "p", "q", "m")
+FIELDS = ("op", "n", "out", "a", "sa", "b", "sb", "p", "q", "m", "c", "sc")
 WIDTH = len(FIELDS)
 #: ``C[0]``: instructions; ``C[1]``: entries of ``V``; ``C[2]``: where the constants
 #: start in ``V``; ``C[3]``: how many there are; ``C[4]``: how many entries the inputs
@@ -56,10 +57,12 @@ STRUCTURAL = ("gather", "linear", "select", "matmul", "guard_bool", "guard_int",
 
 
 def map_key(name: str, arg_names: Sequence[str], temps: Sequence[str],
-            partials: Sequence[str]) -> tuple:
-    """The opcode key of an elementwise call: its function and the exact scalar source of
-    its partials (a rule redefined since the interpreter was written has no opcode)."""
-    return ("map", name, tuple(arg_names), tuple(t.strip() for t in temps), tuple(partials))
+            partials: Sequence[str], value: str | None = None) -> tuple:
+    """The opcode key of an elementwise call: its function (or the scalar source of its
+    value) and the exact scalar source of its partials (a rule redefined since the
+    interpreter was written has no opcode)."""
+    return ("map", name, tuple(arg_names), tuple(t.strip() for t in temps), tuple(partials),
+            value)
 
 
 def predicate_key(name: str) -> tuple:
@@ -90,7 +93,7 @@ def _maps() -> list[tuple[tuple, str, list[str], list[str], list[str]]]:
     seen = set()
     for rule in rules():
         name = rule.numpy_name
-        if name not in NUMBA_UFUNCS or len(rule.arg_names) not in (1, 2) or name in seen:
+        if name not in NUMBA_UFUNCS or len(rule.arg_names) > 3 or name in seen:
             continue
         body = numba_scalar_source(rule.expressions, indent="")
         if body is None:
@@ -99,6 +102,15 @@ def _maps() -> list[tuple[tuple, str, list[str], list[str], list[str]]]:
         seen.add(name)
         args = list(rule.arg_names)
         found.append((map_key(name, args, temps, partials), numba_scalar_call(name, args),
+                      [t.strip() for t in temps], list(partials), args))
+    for form in scalar_forms():  # elementwise functions that are not ufuncs (np.where)
+        value = numba_scalar_source([form.value], indent="")
+        body = numba_scalar_source(list(form.derivatives), indent="")
+        if value is None or body is None or value[0] or len(form.arg_names) > 3:
+            continue
+        temps, partials = body
+        args = list(form.arg_names)
+        found.append((map_key("", args, temps, partials, value[1][0]), value[1][0],
                       [t.strip() for t in temps], list(partials), args))
     return found
 
@@ -182,7 +194,7 @@ def _tree(ops: list[int], bodies: dict[int, list[str]], depth: int,
 
 _LOAD = ["_n = C[_r + 1]", "_o = C[_r + 2]", "_a = C[_r + 3]", "_sa = C[_r + 4]",
          "_b = C[_r + 5]", "_sb = C[_r + 6]", "_p = C[_r + 7]", "_q = C[_r + 8]",
-         "_m = C[_r + 9]"]
+         "_m = C[_r + 9]", "_z = C[_r + 10]", "_sz = C[_r + 11]"]
 
 
 def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
@@ -299,8 +311,8 @@ def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args:
                 forward: _Branches, backward: _Branches, tangent: _Branches) -> None:
     names = {a: f"_x{k}" for k, a in enumerate(args)}
     names["y"] = "_y"
-    bases = ["_a", "_b"]
-    steps = ["_sa", "_sb"]
+    bases = ["_a", "_b", "_z"]
+    steps = ["_sa", "_sb", "_sz"]
     loads = [f"_x{k} = V[{bases[k]} + _i * {steps[k]}]" for k in range(len(args))]
     value = _renamed(call, names, op)
     forward.add(op, ["for _i in range(_n):", *["    " + line for line in loads],
@@ -350,7 +362,7 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
     ops: dict[Any, int] = {}
     for name in STRUCTURAL:
         ops[name] = len(ops)
-    fields = "_op, _n, _o, _a, _sa, _b, _sb, _p, _q, _m"
+    fields = "_op, _n, _o, _a, _sa, _b, _sb, _p, _q, _m, _z, _sz"
     forward = _Branches("forward", "V, C, F, " + fields, True)
     backward = _Branches("backward", "V, A, C, F, _f, " + fields, False)
     tangent = _Branches("tangents", "V, T, C, F, _f, K, " + fields, False)
@@ -362,9 +374,9 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         op = ops[predicate_key(name)] = len(ops)
         _predicate_body(op, name, nin, forward)
         args = ["x0", "x1"][:nin]  # the mask it computes, read by other instructions
-        op = ops[map_key(name, args, [], ["0.0"] * nin)] = len(ops)
-        _map_bodies(op, numba_predicate_call(name, args), [], ["0.0"] * nin, args, forward,
-                    backward, tangent)
+        call = numba_predicate_call(name, args)
+        op = ops[map_key(name, args, [], ["0.0"] * nin, call)] = len(ops)
+        _map_bodies(op, call, [], ["0.0"] * nin, args, forward, backward, tangent)
     for key, call, temps, partials, args in _maps():
         op = ops[key] = len(ops)
         _map_bodies(op, call, temps, partials, args, forward, backward, tangent)

@@ -177,6 +177,18 @@ def test_masks_of_comparisons(small_cap):
                                    numerical_jacobian(f, (x,), 0), rtol=1e-6, atol=1e-8)
 
 
+def test_where_of_computed_values(small_cap):
+    f = lambda x: np.sum(np.where(x > 0.1, x * x, np.sin(x)) * np.where(x < x[0], 2.0, x))  # noqa: E731
+    for x in (np.linspace(-1.0, 1.0, 5), np.array([0.3, -0.2, 0.25, 2.0, -1.5])):
+        np.testing.assert_allclose(interpreted(f)(x), f(x), rtol=1e-15)
+        np.testing.assert_allclose(interpreted(ad.grad(f))(x), ad.grad(f)(x), rtol=1e-14)
+        np.testing.assert_allclose(interpreted(ad.grad(f))(x),
+                                   numerical_jacobian(f, (x,), 0), rtol=1e-6, atol=1e-8)
+        h = lambda x: np.where(x > 0.1, x * x, np.sin(x))  # noqa: E731
+        np.testing.assert_allclose(interpreted(ad.jacobian(h))(x), ad.jacobian(h)(x),
+                                   rtol=1e-14)
+
+
 def test_sparse_jacobian(small_cap):
     def f(y):
         return np.roll(y, 1) * y - np.sin(y) + y[0]
@@ -286,9 +298,10 @@ def test_opcodes_follow_the_rules_tables():
     different partials (a redefined one) finds no opcode, so it is never run wrongly."""
     _, ops = interpreter_module()
     keys = [k for k in ops if k[0] == "map"]
-    assert len({k[1] for k in keys}) == len(keys) >= 40
+    assert len({k[1] for k in keys}) == len(keys) >= 40  # one per function
     assert map_key("sin", ("x",), [], ["math.cos(x)"]) in ops
     assert map_key("sin", ("x",), [], ["(-math.cos(x))"]) not in ops
+    assert any(k[1] == "" for k in keys)  # np.where's scalar form
 
 
 # -- guards -------------------------------------------------------------------------------------
