@@ -98,6 +98,7 @@ class _Encoder:
         self.outs: list[int] = []  # value id written per record
         self.reads: list[tuple[int, ...]] = []  # value ids read per record (operands first)
         self.temps = len(low.sizes)  # ids of temporaries (gathered operands)
+        self.inputs = 0  # entries of the inputs (the first of V)
         self.alias: dict[int, int] = {}  # slot -> the slot whose entries it reads in place
 
     # layout ------------------------------------------------------------------------------
@@ -339,7 +340,7 @@ class _Encoder:
         code = np.concatenate([header, records.ravel(), pool]).astype(np.int64)
         floats = self.fpool + self.consts
         F = np.concatenate(floats) if floats else np.zeros(0)
-        self.position = lambda at: n_values - 1 - at if at < 0 else at
+        self.n_values = n_values
         return code, np.ascontiguousarray(F, dtype=np.float64)
 
 
@@ -361,21 +362,22 @@ class InterpretedProgram:
         n_inputs = low.program.n_inputs
         for s in range(n_inputs):
             enc.base[s] = enc.values(sizes[s])
-        enc.inputs = enc.free  # type: ignore[attr-defined]
+        enc.inputs = enc.free
         for ins in compose_gathers(low):
             enc.encode(ins)
         for is_slot, s in outputs:
             if is_slot and s not in enc.base:
                 raise LoweringError(f"output slot {s} is never written")
         self.code, self.floats = enc.finish()
-        self.position = {s: enc.position(at) for s, at in enc.base.items()}
+        self.position = {s: enc.n_values - 1 - at if at < 0 else at
+                         for s, at in enc.base.items()}
         self.n_inputs = n_inputs
         self.input_sizes = [sizes[s] for s in range(n_inputs)]
-        self.n_in = enc.inputs  # type: ignore[attr-defined]
+        self.n_in = enc.inputs
         self._outs = np.array(enc.outs, dtype=np.int64)
         self._reads = enc.reads
         self._alias = enc.alias
-        self.n_values = enc.temps
+        self.n_ids = enc.temps  # value ids: slots, then temporaries
         self.all = np.arange(len(enc.records), dtype=np.int64)
         self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
                            for ins in low.instructions)
@@ -394,7 +396,7 @@ class InterpretedProgram:
         """``(active per value id, the records to run, flags per record)``: a record runs
         when it depends on the inputs ``wanted`` (and, with ``live_from``, when that output
         depends on it); its flags mark the operands that carry derivatives."""
-        act = [False] * self.n_values
+        act = [False] * self.n_ids
         for s in wanted:
             act[s] = True
         outs, reads = self._outs, self._reads
@@ -405,7 +407,7 @@ class InterpretedProgram:
             if o >= 0 and any(r >= 0 and act[r] for r in reads[pc]):
                 act[o] = run[pc] = True
         if live_from is not None:
-            live = [False] * self.n_values
+            live = [False] * self.n_ids
             live[live_from] = True
             for pc in range(n - 1, -1, -1):
                 if run[pc] and live[outs[pc]]:
@@ -509,7 +511,7 @@ class InterpretedProgram:
             raise LoweringError("a gradient needs a scalar output")
         _, active, flags = self._active(wanted, self._alias.get(o, o))
         run, C, F, order = self.module.gradient, self.code, self.floats, self.all
-        pack, result, at = self._pack, self._result, self.position[o]
+        pack, at = self._pack, self.position[o]
         parts = [(self.position[s], low.sizes[s], low.shapes[s]) for s in wanted]
         tail = self._aux if aux else None
         alone = not (value or aux or len(wanted) != 1)
@@ -527,7 +529,6 @@ class InterpretedProgram:
                 return grads[0]
             return float(V[at]), grads
 
-        del result
         return gradient
 
     def _tangent_kernel(self, wanted: tuple[int, ...], columns: np.ndarray, K: int,

@@ -189,6 +189,16 @@ def test_where_of_computed_values(small_cap):
                                    rtol=1e-14)
 
 
+def test_in_the_background(small_cap):
+    f = lambda x: np.sum(np.tanh(x) * x)  # noqa: E731
+    g = ad.jit(ad.grad(f), fallback="error", background=True)
+    x = np.linspace(-1.0, 1.0, 4)
+    np.testing.assert_allclose(g(x), ad.grad(f)(x), rtol=1e-14)  # the replay, or compiled
+    assert g.wait(120)
+    np.testing.assert_allclose(g(x), ad.grad(f)(x), rtol=1e-14)
+    assert g._fast_entry.kernel.__qualname__.startswith("InterpretedProgram.")
+
+
 def test_sparse_jacobian(small_cap):
     def f(y):
         return np.roll(y, 1) * y - np.sin(y) + y[0]
