@@ -133,15 +133,19 @@ class _Branches:
     function's size), each dispatching by a balanced tree of comparisons, and the pass's
     own tree over the helpers."""
 
-    def __init__(self, name: str, params: str, status: bool) -> None:
+    def __init__(self, name: str, params: str, status: bool,
+                 each: tuple[list[str], list[str]] = ([], [])) -> None:
         self.name, self.params, self.status = name, params, status
         self.bodies: dict[int, list[str]] = {}
         self.per_entry: set[int] = set()  # bodies that are one loop over the entries
+        self.before, self.after = each  # per entry, around those bodies
 
-    def add(self, op: int, lines: list[str]) -> None:
+    def add(self, op: int, lines: list[str], whole: bool = False) -> None:
+        """``lines`` run opcode ``op``; unless ``whole``, a body that is one loop over the
+        entries runs inside the helper's loop (with the pass's lines per entry)."""
         if not lines:
             return
-        if lines[0] == "for _i in range(_n):" and all(
+        if not whole and lines[0] == "for _i in range(_n):" and all(
                 line.startswith("    ") for line in lines[1:]):
             self.per_entry.add(op)  # kept without its loop: the helper loops once
             lines = [line[4:] for line in lines[1:]]
@@ -162,7 +166,9 @@ class _Branches:
                 out += _tree(whole, bodies, 4)
             if each:
                 out.append("    for _i in range(_n):")
+                out += ["        " + line for line in self.before]
                 out += _tree(each, self.bodies, 8)
+                out += ["        " + line for line in self.after]
             out.append("    return 0")
         return out
 
@@ -217,14 +223,14 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                 ops: dict[Any, int]) -> None:
     g, lin, sel = ops["gather"], ops["linear"], ops["select"]
     forward.add(g, ["for _j in range(_n):",
-                    "    V[C[_p + 2 * _j]] = V[C[_p + 2 * _j + 1]]"])
+                    "    V[C[_p + 2 * _j]] = V[C[_p + 2 * _j + 1]]"], whole=True)
     backward.add(g, ["for _j in range(_n):",
-                     "    A[C[_p + 2 * _j + 1]] += A[C[_p + 2 * _j]]"])
+                     "    A[C[_p + 2 * _j + 1]] += A[C[_p + 2 * _j]]"], whole=True)
     tangent.add(g, ["for _j in range(_n):",
                     "    _d = C[_p + 2 * _j]",
                     "    _s = C[_p + 2 * _j + 1]",
                     "    for _k in range(K):",
-                    "        T[_d, _k] = T[_s, _k]"])
+                    "        T[_d, _k] = T[_s, _k]"], whole=True)
     # linear: C[_p:] indptr (n + 1), then indices; F[_q:] offsets (n), then coefficients
     forward.add(lin, ["_ind = _p + _n + 1",
                       "_dat = _q + _n",
@@ -232,13 +238,13 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "    _acc = F[_q + _i]",
                       "    for _e in range(C[_p + _i], C[_p + _i + 1]):",
                       "        _acc += F[_dat + _e] * V[_a + C[_ind + _e]]",
-                      "    V[_o + _i] = _acc"])
+                      "    V[_o + _i] = _acc"], whole=True)
     backward.add(lin, ["_ind = _p + _n + 1",
                        "_dat = _q + _n",
                        "for _i in range(_n):",
                        "    _g = A[_o + _i]",
                        "    for _e in range(C[_p + _i], C[_p + _i + 1]):",
-                       "        A[_a + C[_ind + _e]] += F[_dat + _e] * _g"])
+                       "        A[_a + C[_ind + _e]] += F[_dat + _e] * _g"], whole=True)
     tangent.add(lin, ["_ind = _p + _n + 1",
                       "_dat = _q + _n",
                       "for _i in range(_n):",
@@ -248,7 +254,7 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "        _c = F[_dat + _e]",
                       "        _s = _a + C[_ind + _e]",
                       "        for _k in range(K):",
-                      "            T[_o + _i, _k] += _c * T[_s, _k]"])
+                      "            T[_o + _i, _k] += _c * T[_s, _k]"], whole=True)
     # select: n source entries at _a, groups at C[_p:], _m outputs at _o, tie counts at _b;
     # F[_q] is 1.0 for the largest entry, 0.0 for the smallest
     forward.add(sel, ["_big = F[_q] != 0.0",
@@ -262,11 +268,11 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "        V[_o + _d] = _x",
                       "        V[_b + _d] = 1.0",
                       "    elif _x == V[_o + _d]:",
-                      "        V[_b + _d] += 1.0"])
+                      "        V[_b + _d] += 1.0"], whole=True)
     backward.add(sel, ["for _i in range(_n):",
                        "    _d = C[_p + _i]",
                        "    if V[_a + _i] == V[_o + _d]:",
-                       "        A[_a + _i] += A[_o + _d] / V[_b + _d]"])
+                       "        A[_a + _i] += A[_o + _d] / V[_b + _d]"], whole=True)
     tangent.add(sel, ["for _i in range(_m):",
                       "    for _k in range(K):",
                       "        T[_o + _i, _k] = 0.0",
@@ -275,7 +281,7 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "    if V[_a + _i] == V[_o + _d]:",
                       "        _c = 1.0 / V[_b + _d]",
                       "        for _k in range(K):",
-                      "            T[_o + _d, _k] += _c * T[_a + _i, _k]"])
+                      "            T[_o + _d, _k] += _c * T[_a + _i, _k]"], whole=True)
     # matmul: (_n, _q) at _a times (_q, _m) at _b, row-major, into (_n, _m) at _o
     mm = ops["matmul"]
     forward.add(mm, ["for _i in range(_n):",
@@ -283,7 +289,7 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                      "        _acc = 0.0",
                      "        for _e in range(_q):",
                      "            _acc += V[_a + _i * _q + _e] * V[_b + _e * _m + _j]",
-                     "        V[_o + _i * _m + _j] = _acc"])
+                     "        V[_o + _i * _m + _j] = _acc"], whole=True)
     backward.add(mm, ["for _i in range(_n):",
                       "    for _j in range(_m):",
                       "        _g = A[_o + _i * _m + _j]",
@@ -291,7 +297,7 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "            if _f & 2:",
                       "                A[_a + _i * _q + _e] += _g * V[_b + _e * _m + _j]",
                       "            if _f & 4:",
-                      "                A[_b + _e * _m + _j] += V[_a + _i * _q + _e] * _g"])
+                      "                A[_b + _e * _m + _j] += V[_a + _i * _q + _e] * _g"], whole=True)
     tangent.add(mm, ["for _i in range(_n):",
                      "    for _j in range(_m):",
                      "        _d = _o + _i * _m + _j",
@@ -307,20 +313,20 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                      "            _c = V[_a + _i * _q + _e]",
                      "            if _f & 4:",
                      "                for _k in range(K):",
-                     "                    T[_d, _k] += _c * T[_s, _k]"])
+                     "                    T[_d, _k] += _c * T[_s, _k]"], whole=True)
     # guards on read values: n entries at _a against the recorded F[_q:]
     forward.add(ops["guard_bool"], ["for _i in range(_n):",
                                     "    if (V[_a + _i] != 0.0) != (F[_q + _i] != 0.0):",
-                                    "        return 1"])
+                                    "        return 1"], whole=True)
     forward.add(ops["guard_int"], ["for _i in range(_n):",
                                    "    _x = V[_a + _i]",
                                    "    if not abs(_x) < 9e18 or float(int(_x)) != F[_q + _i]:",
-                                   "        return 1"])
+                                   "        return 1"], whole=True)
     forward.add(ops["guard_float"], ["for _i in range(_n):",
                                      "    _x = V[_a + _i]",
                                      "    _c = F[_q + _i]",
                                      "    if not (_x == _c or (_x != _x and _c != _c)):",
-                                     "        return 1"])
+                                     "        return 1"], whole=True)
 
 
 def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args: list[str],
@@ -336,9 +342,8 @@ def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args:
     temp_lines = [_renamed(t, names, op) for t in temps]
     exprs = [_renamed(p, names, op) for p in partials]
     live = [k for k in range(len(args)) if not _is_zero(exprs[k])]
-    if not live:  # no derivative: nothing flows back, tangents are zero
-        tangent.add(op, ["for _i in range(_n):", "    for _k in range(K):",
-                         "        T[_o + _i, _k] = 0.0"])
+    if not live:  # no derivative: nothing flows back, tangents are zero (_TANGENT_ROWS)
+        tangent.add(op, ["for _i in range(_n):", "    pass"])
         return
     body = ["for _i in range(_n):", *["    " + line for line in loads],
             "    _y = V[_o + _i]", *["    " + line for line in temp_lines]]
@@ -348,16 +353,27 @@ def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args:
                  f"        A[{bases[k]} + _i * {steps[k]}] += _g * ({exprs[k]})"]
     backward.add(op, back)
     tan = list(body)
-    for k in live:
-        tan += [f"    _d{k} = ({exprs[k]}) if _f & {2 << k} else 0.0",
+    for k in live:  # the partials; the rows are combined once per helper (_TANGENT_ROWS)
+        tan += [f"    _w{k} = True",
+                f"    _d{k} = ({exprs[k]}) if _f & {2 << k} else 0.0",
                 f"    _r{k} = {bases[k]} + _i * {steps[k]}"]
-    tan += ["    for _k in range(K):", "        _s = 0.0"]
-    for k in live:  # a zero tangent contributes zero, even times inf (as eager mode)
-        tan += [f"        _u = T[_r{k}, _k]",
-                "        if _u != 0.0:",
-                f"            _s += _d{k} * _u"]
-    tan += ["        T[_o + _i, _k] = _s"]
     tangent.add(op, tan)
+
+
+#: The tangent pass, per entry of an elementwise opcode: the operands whose partial is not
+#: zero (``_w``), their partials (``_d``) and rows (``_r``), set by the opcode's body,
+#: then its tangent row; a zero tangent contributes zero, even times inf (as eager mode).
+_TANGENT_ROWS = (
+    ["_w0 = False", "_w1 = False", "_w2 = False", "_d0 = 0.0", "_d1 = 0.0", "_d2 = 0.0",
+     "_r0 = 0", "_r1 = 0", "_r2 = 0"],
+    ["for _k in range(K):",
+     "    _s = 0.0",
+     *[line for k in range(3) for line in (
+         f"    if _w{k}:",
+         f"        _u = T[_r{k}, _k]",
+         "        if _u != 0.0:",
+         f"            _s += _d{k} * _u")],
+     "    T[_o + _i, _k] = _s"])
 
 
 def _predicate_body(op: int, name: str, nin: int, forward: _Branches) -> None:
@@ -381,7 +397,7 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
     fields = "_op, _n, _o, _a, _sa, _b, _sb, _p, _q, _m, _z, _sz"
     forward = _Branches("forward", "V, C, F, " + fields, True)
     backward = _Branches("backward", "V, A, C, F, _f, " + fields, False)
-    tangent = _Branches("tangents", "V, T, C, F, _f, K, " + fields, False)
+    tangent = _Branches("tangents", "V, T, C, F, _f, K, " + fields, False, _TANGENT_ROWS)
     _structural(forward, backward, tangent, ops)
     import numpy as _np
 
