@@ -49,7 +49,7 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     return grad
 
 
-_add_reduce = np.add.reduce
+_add_reduce: Any = np.add.reduce
 _BROADCAST = object()
 # (gradient shape, shape) -> (leading axes summed away, axes summed with keepdims)
 _PLANS: dict[tuple, Any] = {}
