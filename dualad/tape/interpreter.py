@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -382,6 +383,28 @@ class InterpretedProgram:
         self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
                            for ins in low.instructions)
         self._cache: dict[Any, Callable[..., Any]] = {}
+        self.passes: set[str] = set()  # the interpreter's passes its entries call
+
+    def _marker(self, name: str) -> Path:
+        file = Path(self.module.__file__)
+        return file.with_name(f"{file.stem}.{name}.compiled")
+
+    def compiled(self) -> bool:
+        """Whether the passes this program's entries call are compiled, in this process or
+        in the disk cache (they compile once per machine, for seconds: a caller may build
+        in the background meanwhile)."""
+        return all(getattr(self.module, name).signatures or self._marker(name).exists()
+                   for name in self.passes)
+
+    def note_compiled(self) -> None:
+        """Record that the passes this program's entries call are in the disk cache."""
+        for name in self.passes:
+            marker = self._marker(name)
+            if not marker.exists():
+                try:
+                    marker.touch()
+                except OSError:  # a read-only cache: it compiles again next time
+                    pass
 
     def _differentiated(self, single: bool = True) -> int:
         if single and len(self.outputs) != 1:
@@ -477,6 +500,7 @@ class InterpretedProgram:
         o = self._differentiated()
         run, C, F, order = self.module.values, self.code, self.floats, self.all
         pack, result = self._pack, self._result
+        self.passes.add("values")
 
         def value(*inputs: Any) -> Any:
             status, V = run(pack(inputs), C, F, order)
@@ -491,6 +515,7 @@ class InterpretedProgram:
         run, C, F, order = self.module.values, self.code, self.floats, self.all
         pack, result = self._pack, self._result
         slots = [s for is_slot, s in self.outputs if is_slot]
+        self.passes.add("values")
 
         def values(*inputs: Any) -> tuple:
             status, V = run(pack(inputs), C, F, order)
@@ -511,6 +536,7 @@ class InterpretedProgram:
             raise LoweringError("a gradient needs a scalar output")
         _, active, flags = self._active(wanted, self._alias.get(o, o))
         run, C, F, order = self.module.gradient, self.code, self.floats, self.all
+        self.passes.add("gradient")
         pack, at = self._pack, self.position[o]
         parts = [(self.position[s], low.sizes[s], low.shapes[s]) for s in wanted]
         tail = self._aux if aux else None
@@ -542,6 +568,7 @@ class InterpretedProgram:
         seeds[:, 0] = rows
         seeds[:, 1] = columns
         seeds = seeds.ravel()
+        self.passes.add("jacobian")
         run, C, F, order, pack = self.module.jacobian, self.code, self.floats, self.all, \
             self._pack
 

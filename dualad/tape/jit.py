@@ -46,7 +46,7 @@ from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
-from .interpreter import interpret
+from .interpreter import InterpretedProgram, interpret
 from .lowering import LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
 from .program import GuardFailed
@@ -75,6 +75,7 @@ _MISS = _Miss()
 _NOT_HERE = _Miss()  # a recording whose guards fail at the arguments it was built for
 _REPLAY = _Miss()  # a recording whose compiled guards fail where it was recorded
 _PENDING = _Miss()  # a recording compiling in the background: the replay serves meanwhile
+_LATER = _Miss()  # a recording whose build would wait for the interpreter's first compile
 _F8 = np.dtype(np.float64)
 
 
@@ -220,6 +221,10 @@ class Jitted:
                     with self._build_lock:
                         self._current_args = args
                         entry = self._build(program, leaves, inputs, ranges, specs)
+                    if entry is _LATER:  # the interpreter compiles for the first time
+                        self._compile_in_background(program, args, leaves, inputs, ranges,
+                                                    specs)
+                        return self.python()(*args)
                     if entry is _NOT_HERE:
                         continue
                     self._entries[id(program)] = entry
@@ -386,12 +391,16 @@ class Jitted:
                     why.append(found)
                 return None
             code, (kernel, finish) = found
+            if why is None and self.fallback == "warn" and not code.compiled():
+                return _LATER  # seconds, once per machine: not in the caller's thread
         except GuardFailed:  # lowered at arguments this recording does not cover
             return _NOT_HERE
         try:
             _first_call(kernel, [_kernel_input(v) for v in values])
         except GuardFailed:  # compiled; the call that follows tries the next recording
             pass
+        if isinstance(code, InterpretedProgram):
+            code.note_compiled()
         dispatcher = getattr(kernel, "func", kernel)
         if hasattr(dispatcher, "disable_compile"):  # other types: the general path
             dispatcher.disable_compile()

@@ -465,3 +465,24 @@ def test_below_the_cap_the_straight_line_code_runs():
     np.testing.assert_allclose(g(x), np.sin(x) + x * np.cos(x), rtol=1e-14)
     kernel = g._fast_entry.kernel
     assert not getattr(kernel, "__qualname__", "").startswith("InterpretedProgram.")
+
+
+def test_the_interpreters_first_compile_runs_in_the_background(small_cap, monkeypatch):
+    """Where the interpreter has never compiled on this machine (seconds), the first call
+    runs the tape's replay while a thread compiles; later calls run the interpreter."""
+    from dualad.tape.interpreter import InterpretedProgram
+
+    monkeypatch.setattr(InterpretedProgram, "compiled", lambda self: False)
+    x = POINTS[1]
+    g = ad.jit(ad.grad(loss))  # fallback="warn"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitFallbackWarning)  # nothing to report
+        first = g(x)
+        assert g.wait()
+        later = g(x * 0.5)
+    np.testing.assert_allclose(first, ad.grad(loss)(x), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(later, ad.grad(loss)(x * 0.5), rtol=1e-12, atol=1e-14)
+    assert g._fast_entry.kernel.__qualname__.startswith("InterpretedProgram.")
+    strict = ad.jit(ad.grad(loss), fallback="error")  # waits for the compile instead
+    np.testing.assert_allclose(strict(x), first, rtol=1e-15)
+    assert strict._fast_entry.kernel.__qualname__.startswith("InterpretedProgram.")

@@ -136,12 +136,12 @@ def test_recorded_transforms_recompute_what_rules_decide(name, transform):
              "jvp": lambda x: ad.jvp(f, (x,), (v,))[1],
              "hvp": lambda x: ad.hvp(f, x, v)}[transform]
     x = np.linspace(0.1, 1.0, 4)
-    tape = ad.record(inner, x)
-    jitted = ad.jit(inner)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ad.TapeRetraceWarning)
         warnings.simplefilter("ignore", ad.JitFallbackWarning)
         warnings.simplefilter("ignore", RuntimeWarning)  # log of negatives: nan_to_num
+        tape = ad.record(inner, x)
+        jitted = ad.jit(inner)
         for point in (x, np.array([0.9, 0.05, 0.6, 0.35]), np.array([0.5, 0.2, 0.8, 1.5])):
             expected = inner(point)
             np.testing.assert_allclose(tape(point), expected, rtol=1e-12, atol=1e-12)
