@@ -310,7 +310,7 @@ def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
         raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
     p, q = (1, sa[0]) if len(sa) == 1 else sa
     q2, r = (sb[0], 1) if len(sb) == 1 else sb
-    if q != q2 or min(p, q, r) < 2:
+    if q != q2 or p == r == 1:  # a dot product of two vectors: no matrix
         raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
     return MatMul(e.out, by_pos[0], by_pos[1], None, None, p, q, r)
 

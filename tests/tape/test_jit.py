@@ -454,3 +454,29 @@ def test_strided_inputs_and_pickling():
     again = cloudpickle.loads(cloudpickle.dumps(jac))
     assert again.fallback == "error"
     np.testing.assert_allclose(again(big[::2]), expected, rtol=1e-14)
+
+
+def test_matrix_vector_products_of_computed_values():
+    rng = np.random.default_rng(4)
+    A, v = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    w, x = rng.standard_normal(4), rng.standard_normal(3)
+    cases = [
+        (lambda A, v: np.sum(np.tanh(A @ v)), (A, v), 0),
+        (lambda A, v: np.sum(np.tanh(A @ v)), (A, v), 1),
+        (lambda A, w: np.sum(np.sin(w @ A) ** 2), (A, w), 1),
+        (lambda x: np.sum(np.sin(x[:, None] @ x[None, :])), (x,), 0),  # an outer product
+    ]
+    for f, args, argnum in cases:
+        g = compiled_only(ad.grad(f, argnums=argnum))
+        for scale in (1.0, 1.3):
+            at = tuple(a * scale for a in args)
+            np.testing.assert_allclose(g(*at), ad.grad(f, argnums=argnum)(*at), rtol=1e-12,
+                                       atol=1e-14)
+            np.testing.assert_allclose(g(*at), numerical_jacobian(f, at, argnum), rtol=1e-6,
+                                       atol=1e-8)
+    hv = compiled_only(lambda x, v: ad.hessian(lambda y: np.sum(np.sin(y) * y ** 3))(x) @ v)
+    H = ad.hessian(lambda y: np.sum(np.sin(y) * y ** 3))(x)
+    np.testing.assert_allclose(hv(x, v), H @ v, rtol=1e-12, atol=1e-14)
+    J = compiled_only(ad.jacobian(lambda A, w: np.sin(w @ A), argnums=1))(A, w)
+    np.testing.assert_allclose(J, ad.jacobian(lambda A, w: np.sin(w @ A), argnums=1)(A, w),
+                               rtol=1e-12, atol=1e-14)
