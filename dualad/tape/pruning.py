@@ -26,6 +26,7 @@ _UPDATE = re.compile(r"^\s+(_\w+)\s*(?:[-+*/]=|\[)")
 _NAME = re.compile(r"\b_\w+\b")
 _LITERAL = re.compile(r"^-?(?:\d+\.\d*|\d+)(?:e[-+]?\d+)?$")
 _BINDER = re.compile(r"^\s+(?:for\s+([\w, ]+?)\s+in\b|([\w, ]+,[\w, ]*)=[^=])")
+_COPY = re.compile(r"^_\w+$")
 _HEADER = re.compile(r"^\s+(?:for|if|elif|else|while)\b.*:$")
 
 
@@ -59,6 +60,21 @@ def prune(segments: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
                 and _LITERAL.match(m.group(3).strip()):
             value = m.group(3).strip()
             constants[m.group(2)] = f"({value})" if value.startswith("-") else value
+    # a local that copies another (``_a = _b``, both assigned once and never updated, the
+    # source first): its readers read the source
+    first: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        m = _ASSIGN.match(line)
+        if m:
+            first.setdefault(m.group(2), i)
+    for i, line in enumerate(lines):
+        m = _ASSIGN.match(line)
+        if not m or assigned[m.group(2)] != 1 or m.group(2) in updated:
+            continue
+        source = m.group(3).strip()
+        if _COPY.match(source) and source not in updated and \
+                (source not in assigned or assigned[source] == 1 and first[source] < i):
+            constants[m.group(2)] = constants.get(source, source)
     drop = set(constants)
     while True:  # dropping a line can leave the locals it read unread
         counts: dict[str, int] = {}
@@ -67,7 +83,8 @@ def prune(segments: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
                 m = _ASSIGN.match(line)
                 if m and m.group(2) in drop:
                     continue
-                for name in _NAME.findall(line):
+                for name in _NAME.findall(line):  # a copy's readers read its source
+                    name = constants.get(name, name)
                     counts[name] = counts.get(name, 0) + 1
         unread = {name for name, n in assigned.items()
                   if name not in updated and name not in drop and counts.get(name, 0) == n}

@@ -65,3 +65,33 @@ def test_names_read_in_a_later_segment_are_kept():
 def test_source_it_does_not_understand_is_left_alone():
     segments = [("numba", ["    _v1 = f(_x0,", "            2.0)", "    return _x0"])]
     assert prune(segments) == segments
+
+
+COPIES = [
+    "    _v0 = _x0",  # a parameter, never updated: its readers read _x0
+    "    _p1 = _v0[1]",
+    "    _d1 = _p1",  # a chain of copies
+    "    _e1 = _d1",
+    "    _r = _x0[0]",
+    "    _c = _r",  # its source is assigned again below: kept
+    "    _r = _x0[2]",
+    "    _T = np.zeros(2)",
+    "    _B = _T",  # its source is updated below: kept
+    "    _T[0] = 1.0",
+    "    _late = _q",  # its source is assigned after it (a later iteration's): kept
+    "    _q = _x0[1] * 3.0",
+    "    _s = _late",
+    "    return _e1 * 2.0 + _c + _r + _B[0], _s",
+]
+
+
+def test_copies_are_read_through():
+    x = np.array([0.5, -1.0, 2.0])
+    (_, lines), = prune([("numba", COPIES[:10] + [COPIES[-1].replace(", _s", "")])])
+    text = "\n".join(lines)
+    assert "_d1" not in text and "_e1" not in text and "_v0" not in text
+    assert "return _p1 * 2.0" in text and "_p1 = _x0[1]" in text
+    assert "_c = _r" in text and "_B = _T" in text
+    assert run(lines, _x0=x) == run(COPIES[:10] + [COPIES[-1].replace(", _s", "")], _x0=x)
+    (_, lines), = prune([("numba", COPIES)])
+    assert "    _late = _q" in lines  # would read _q before it exists: kept as written
