@@ -41,12 +41,17 @@ def prune(segments: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
     lines = [line for _, part in segments for line in part]
     if any(line.rstrip().endswith(("\\", ",", "(", "[")) for line in lines):
         return segments
+    # each line matched once: (the local it assigns, its value's source) or None
+    assigns = []
     assigned: dict[str, int] = {}
+    first: dict[str, int] = {}  # the line a local is first assigned at
     updated: set[str] = set()
-    for line in lines:
+    for i, line in enumerate(lines):
         m = _ASSIGN.match(line)
+        assigns.append((m.group(2), m.group(3).strip()) if m else None)
         if m:
             assigned[m.group(2)] = assigned.get(m.group(2), 0) + 1
+            first.setdefault(m.group(2), i)
         m = _UPDATE.match(line)
         if m:
             updated.add(m.group(1))
@@ -54,53 +59,52 @@ def prune(segments: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
         if m:
             updated.update(_NAME.findall(m.group(1) or m.group(2)))
     constants: dict[str, str] = {}
-    for line in lines:
-        m = _ASSIGN.match(line)
-        if m and assigned[m.group(2)] == 1 and m.group(2) not in updated \
-                and _LITERAL.match(m.group(3).strip()):
-            value = m.group(3).strip()
-            constants[m.group(2)] = f"({value})" if value.startswith("-") else value
-    # a local that copies another (``_a = _b``, both assigned once and never updated, the
-    # source first): its readers read the source
-    first: dict[str, int] = {}
-    for i, line in enumerate(lines):
-        m = _ASSIGN.match(line)
-        if m:
-            first.setdefault(m.group(2), i)
-    for i, line in enumerate(lines):
-        m = _ASSIGN.match(line)
-        if not m or assigned[m.group(2)] != 1 or m.group(2) in updated:
+    for i, found in enumerate(assigns):
+        if found is None or assigned[found[0]] != 1 or found[0] in updated:
             continue
-        source = m.group(3).strip()
-        if _COPY.match(source) and source not in updated and \
-                (source not in assigned or assigned[source] == 1 and first[source] < i):
-            constants[m.group(2)] = constants.get(source, source)
+        target, value = found
+        if _LITERAL.match(value):
+            constants[target] = f"({value})" if value.startswith("-") else value
+        elif _COPY.match(value) and value not in updated and \
+                (value not in assigned or assigned[value] == 1 and first[value] < i):
+            # a copy of another local assigned once before it: its readers read that one
+            constants[target] = constants.get(value, value)
     drop = set(constants)
-    while True:  # dropping a line can leave the locals it read unread
-        counts: dict[str, int] = {}
-        for _, part in segments:
-            for line in part:
-                m = _ASSIGN.match(line)
-                if m and m.group(2) in drop:
-                    continue
-                for name in _NAME.findall(line):  # a copy's readers read its source
-                    name = constants.get(name, name)
-                    counts[name] = counts.get(name, 0) + 1
-        unread = {name for name, n in assigned.items()
-                  if name not in updated and name not in drop and counts.get(name, 0) == n}
-        if not unread:
-            break
-        drop |= unread
+    # the names each line mentions (a copy's readers read its source); a dropped line's
+    # names are counted off, which can leave the locals it read unread in turn
+    mentions = [[constants.get(name, name) for name in _NAME.findall(line)] for line in lines]
+    counts: dict[str, int] = {}
+    assigning: dict[str, list[int]] = {}
+    for i, found in enumerate(assigns):
+        if found is not None:
+            assigning.setdefault(found[0], []).append(i)
+            if found[0] in drop:
+                continue
+        for name in mentions[i]:
+            counts[name] = counts.get(name, 0) + 1
+    todo = [name for name in assigned if name not in updated and name not in drop]
+    while todo:
+        name = todo.pop()
+        if name in drop or counts.get(name, 0) != assigned[name]:
+            continue
+        drop.add(name)
+        for i in assigning[name]:
+            for read in mentions[i]:
+                counts[read] -= 1
+                if read in assigned and read not in updated and read not in drop:
+                    todo.append(read)
 
     def substitute(match: re.Match[str]) -> str:
         return constants.get(match.group(0), match.group(0))
 
     pruned: list[tuple[str, list[str]]] = []
+    i = 0
     for kind, part in segments:
         kept: list[str] = []
         for line in part:
-            m = _ASSIGN.match(line)
-            if m and m.group(2) in drop:
+            found = assigns[i]
+            i += 1
+            if found is not None and found[0] in drop:
                 continue
             kept.append(_NAME.sub(substitute, line) if constants else line)
         pruned.append((kind, _without_empty_blocks(kept)))
