@@ -184,6 +184,50 @@ def test_large_transcendentals_run_as_numpy_in_the_glue():
     np.testing.assert_allclose(values, [big_loss(x), big_loss(x[::-1])], rtol=1e-13)
 
 
+def layer_loss(x, b):
+    """A layer's activations: a broadcast add before tanh, cheap calls after it."""
+    h = np.tanh(x * 0.5 + b)
+    return np.sum(h * h - 0.25 * h) + np.sum(np.exp(-b * b))
+
+
+def test_cheap_calls_before_a_numpy_call_run_in_the_numba_code():
+    rng = np.random.default_rng(5)
+    x, b = rng.standard_normal((64, 32)), rng.standard_normal(32)
+    plan = plan_of(layer_loss, x, b)
+    numpy_regions = [r for r in plan.items if isinstance(r, Region) and r.numpy]
+    assert len(numpy_regions) == 1 and numpy_regions[0].domain == 64 * 32
+    head = backend.NumbaProgram._numpy_head(numpy_regions[0])
+    assert [n.name for n in head] == ["multiply", "add"]  # x * 0.5 + b; not h * h after tanh
+    vg = ad.jit(ad.value_and_grad(layer_loss, argnums=(0, 1)), fallback="error")
+    value, (gx, gb) = vg(x, b)
+    ex, eb = ad.grad(layer_loss, argnums=(0, 1))(x, b)
+    np.testing.assert_allclose(value, layer_loss(x, b), rtol=1e-13)
+    np.testing.assert_allclose(gx, ex, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(gb, eb, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(gb, numerical_jacobian(layer_loss, [x, b], 1),
+                               rtol=1e-6, atol=1e-8)
+    h, e = 1e-6, np.zeros_like(x)
+    for i in ((0, 0), (17, 3), (63, 31)):
+        e[i] = h
+        fd = (layer_loss(x + e, b) - layer_loss(x - e, b)) / (2 * h)
+        e[i] = 0.0
+        assert abs(gx[i] - fd) < 1e-7
+    kernel = vg._fast_entry.kernel
+    source = open(__import__(getattr(kernel, "func", kernel).__module__).__file__).read()
+    glue = source.split("def tape_")[-1]
+    assert "np.tanh(" in glue and "np.exp(" not in glue  # exp over 32 entries: in Numba
+    for name in ("add", "multiply", "subtract"):  # before tanh and after it: Numba loops
+        assert f"np.{name}(" not in glue
+
+
+def test_a_small_region_of_one_fast_call_stays_in_numba():
+    x = np.linspace(-1.0, 1.0, 640)  # one exp over 640 entries: below NUMPY_MIN_SIZE
+    plan = plan_of(lambda x: np.sum(np.exp(x * x)), x)
+    assert not any(isinstance(r, Region) and r.numpy for r in plan.items)
+    g = ad.jit(ad.grad(lambda x: np.sum(np.exp(x * x))), fallback="error")
+    np.testing.assert_allclose(g(x), 2 * x * np.exp(x * x), rtol=1e-13)
+
+
 def test_programs_cut_into_parts_agree(monkeypatch):
     monkeypatch.setattr(backend, "MAX_FUNCTION_LINES", 12)
 
