@@ -529,7 +529,7 @@ class InterpretedProgram:
                  value: bool = True) -> Callable[..., Any]:
         """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
         output; with ``aux``, ``(value, gradients, other outputs)``; with ``value=False``
-        (one wanted slot, no ``aux``), the gradient alone."""
+        (no ``aux``), the gradient alone, or the tuple of gradients of several slots."""
         o = self._differentiated(single=not aux)
         low = self.low
         if low.sizes[o] != 1:
@@ -540,7 +540,7 @@ class InterpretedProgram:
         pack, at = self._pack, self.position[o]
         parts = [(self.position[s], low.sizes[s], low.shapes[s]) for s in wanted]
         tail = self._aux if aux else None
-        alone = not (value or aux or len(wanted) != 1)
+        alone = not (value or aux)
 
         def gradient(*inputs: Any) -> Any:
             status, V, A = run(pack(inputs), C, F, order, active, flags, at)
@@ -552,7 +552,7 @@ class InterpretedProgram:
             if tail is not None:
                 return float(V[at]), grads, tail(V)
             if alone:
-                return grads[0]
+                return grads[0] if len(grads) == 1 else grads
             return float(V[at]), grads
 
         return gradient

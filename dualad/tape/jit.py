@@ -422,8 +422,10 @@ class Jitted:
             nums = [self.argnums] if single else list(self.argnums)
             wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))
                           for a in nums), ())
-            if single and kind == "grad" and not aux:  # the gradient alone; a number's
-                kernel = code.gradient(wanted, value=False)  # as a 0-d array, as eager
+            if kind == "grad" and not aux:  # the gradients alone; a number's as a 0-d
+                kernel = code.gradient(wanted, value=False)  # array, as eager mode's
+                if not single:
+                    return kernel, _gradients_alone
                 return kernel, _same if code.low.shapes[wanted[0]] else _array
             kernel = code.gradient(wanted, aux=aux)
             if aux:
@@ -581,6 +583,10 @@ def _value_and_gradient(r: Any) -> Any:
 
 def _gradients(r: Any) -> Any:
     return tuple(_array(g) for g in r[1])
+
+
+def _gradients_alone(r: Any) -> Any:
+    return tuple(_array(g) for g in r)
 
 
 def _value_and_gradients(r: Any) -> Any:

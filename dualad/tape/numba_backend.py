@@ -1041,7 +1041,8 @@ class NumbaProgram:
                  value: bool = True) -> Callable[..., Any]:
         """``gradient(*inputs)``: ``(value, (gradient per wanted slot, ...))`` for a scalar
         output; with ``aux``, ``(value, gradients, other outputs)``; with ``value=False``
-        (one wanted slot, no ``aux``), the gradient alone (nothing else to box)."""
+        (no ``aux``), the gradient alone, or the tuple of gradients of several slots
+        (nothing else to box; the value's own code is pruned when no gradient reads it)."""
         fn = self._cache.get(("gradient", wanted, aux, value))
         if fn is not None:
             return fn
@@ -1057,10 +1058,12 @@ class NumbaProgram:
             self._adjoints(w, act, wanted)
         grads = self._slot_results(act, o, wanted)
         tail = f", {self._aux()}" if aux else ""
-        if value or aux or len(grads) != 1:
+        if value or aux:
             w.emit(1, f"return _v{o}, ({''.join(g + ', ' for g in grads)}){tail}")
-        else:
+        elif len(grads) == 1:
             w.emit(1, f"return {grads[0]}")
+        else:
+            w.emit(1, f"return ({''.join(g + ', ' for g in grads)})")
         fn = self._cache[("gradient", wanted, aux, value)] = self._module("tape_gradient", w, params)
         return fn
 

@@ -282,6 +282,7 @@ def test_the_tape_guard_functions_compiled():
     (lambda f: f, (X,)),
     (lambda f: ad.jacobian(lambda x: np.sin(x) * x), (0.7,)),
     (lambda f: ad.value_and_grad(lambda x, y: np.sum(x * y), argnums=(0, 1)), (X, 2.0)),
+    (lambda f: ad.grad(lambda x, y: np.sum(np.sin(x) * y), argnums=(1, 0)), (X, 2.0)),
 ])
 def test_results_have_eager_types(transform, args):
     def same_types(got, want):
