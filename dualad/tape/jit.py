@@ -57,6 +57,10 @@ __all__ = ["JitError", "JitFallbackWarning", "Jitted", "jit"]
 FALLBACKS = ("warn", "error")
 #: The transforms whose recorded program compiles, by the name of their mark.
 COMPILED = ("value", "grad", "value_and_grad", "jacobian", "ode_jacobian", "sparse_jacobian")
+#: A dense Jacobian over fewer inputs runs all its directions: compressed seeds could save
+#: one or two directions of a loop that already costs nanoseconds, while detecting the
+#: pattern and colouring it costs a first call milliseconds (and scipy.sparse's import).
+MIN_COMPRESSED = 8
 
 
 class JitError(DualadError, TypeError):
@@ -478,6 +482,8 @@ class Jitted:
         the directions; the scatter into zeros is cheap beside it)."""
         low = code.low
         K = sum(low.sizes[s] for s in wanted)
+        if K < MIN_COMPRESSED:  # a few directions: nothing to save, the detection costs
+            return None
         csr, colors, rows, cols = self._pattern(code, wanted)
         if csr.shape != (low.sizes[code.out], K):
             return None

@@ -80,9 +80,16 @@ def test_ode_jacobian_seeds_compressed_when_sparse():
         y = np.cos(np.arange(float(n)))
         J = jac(0.5, y)
         np.testing.assert_allclose(J, 1.5 * ad.jacobian(lorenz96)(y), rtol=1e-14, atol=1e-14)
-    assert any("compressed" in getattr(e.kernel, "__name__", "") or
-               "compressed" in getattr(getattr(e.kernel, "func", None), "__name__", "")
-               for e in jac._entries.values())
+    def compressed(e):
+        return "compressed" in getattr(e.kernel, "__name__", "") or \
+            "compressed" in getattr(getattr(e.kernel, "func", None), "__name__", "")
+
+    assert all(compressed(e) for e in jac._entries.values())
+    small = compiled_only(ad.ode_jacobian(lambda t, y: lorenz96(y) * (1.0 + t)))
+    y = np.cos(np.arange(5.0))  # fewer inputs than MIN_COMPRESSED: every direction run
+    np.testing.assert_allclose(small(0.5, y), 1.5 * ad.jacobian(lorenz96)(y), rtol=1e-14,
+                               atol=1e-14)
+    assert not any(compressed(e) for e in small._entries.values())
 
 
 def test_jacobian_of_broadcasting_and_matrices():
