@@ -265,12 +265,13 @@ class NumbaProgram:
             self._body(w, first, f"{rid}h", self._open(w, first), None)
         done = {n.out for n in head}
         calls: set[int] = set()  # the nodes numpy computes: the fast calls and their reads
+        maps = {n.out for n in r.nodes if n.kind == "map"}
         for n in reversed(r.nodes):
             if n.out not in done and n.kind == "map" and (n.name in NUMPY_FASTER or
                                                            n.out in calls):
                 calls.add(n.out)
                 calls.update(op.slot for op in n.operands if isinstance(op, Read) and op.local
-                             and op.slot not in done)
+                             and op.slot in maps and op.slot not in done)
         w.switch("python")
         rest = []
         for n in r.nodes:
