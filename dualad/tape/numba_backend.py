@@ -47,6 +47,7 @@ import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
+from .cost_bound import CostBound
 from .glue import assemble
 from .lowering import Guard, Linear, Lowered, LoweringError, MatMul, Select
 from .pruning import prune
@@ -56,8 +57,10 @@ __all__ = ["BatchLoop", "NumbaProgram", "batch_kernel"]
 
 #: Programs with more instructions than this are not lowered further (see below).
 MAX_INSTRUCTIONS = 4000
-#: An entry whose Numba source costs more than this is not compiled; it runs in Python.
-#: The cost counts a line inside a loop as 2.5 and a straight-line one as 1.5: measured on
+#: An entry whose Numba source costs more than this is not compiled (the compiled
+#: interpreter runs its program); the writer stops as soon as a lower bound of the cost
+#: passes it (:mod:`~dualad.tape.cost_bound`), so a large program's source is not written
+#: in full for nothing. The cost counts a line inside a loop as 2.5 and a straight-line one as 1.5: measured on
 #: a loaded 2-core AMD EPYC, compiling takes about 1.25 ms of CPU per unit (a 300-op
 #: gradient of vectors: 1238 lines, 3.7 s; 1000 scalar ops: 2399 lines, 4.5 s), so no
 #: entry takes more than about 4 s to compile.
@@ -72,8 +75,13 @@ MAX_GLOBAL_ARRAY = 64
 class _Writer:
     """Source lines of one kernel, with the constant arrays it reads as module globals."""
 
-    def __init__(self, low: Lowered, globals_: dict[str, np.ndarray]) -> None:
+    def __init__(self, low: Lowered, globals_: dict[str, np.ndarray],
+                 early: bool = True) -> None:
         self.low = low
+        #: what pruning keeps of the lines so far (cost_bound): past the cap, writing stops
+        #: (``early=False``: lines are rewritten after writing, so the bound may not hold)
+        self.bound = CostBound() if early else None
+        self.cap = MAX_COMPILE_COST
         self.sizes = low.sizes
         self.lines: list[str] = []
         self.segments: list[tuple[str, list[str]]] = [("numba", self.lines)]
@@ -119,7 +127,19 @@ class _Writer:
         return f"_v{s}" if self.sizes[s] == 1 else f"_v{s}[{at}]"
 
     def emit(self, depth: int, text: str) -> None:
-        self.lines.append("    " * depth + text)
+        line = "    " * depth + text
+        self.lines.append(line)
+        if self.bound is not None:
+            self.count(line)
+
+    def count(self, line: str) -> None:
+        """Add ``line`` to the cost bound; past the cap, the entry is refused now
+        (:class:`~dualad.tape.lowering.LoweringError`, as ``_module`` would)."""
+        assert self.bound is not None
+        cost = self.bound.add(line, self.segments[-1][0] == "numba")
+        if cost > self.cap:
+            raise LoweringError(f"a program this large quickly (its Numba code costs more "
+                                f"than {cost:.0f} > MAX_COMPILE_COST = {self.cap})")
 
     def switch(self, kind: str) -> None:
         """Further lines are for Numba (``"numba"``) or plain Python (``"python"``)."""
@@ -579,6 +599,9 @@ class NumbaProgram:
                 made.append(f"    _a{s} = 0.0" if size == 1 else f"    _a{s} = np.zeros({size})")
             w.emit(d, f"{target} += {_summed(got)}")
         w.lines[at:at] = made
+        if w.bound is not None:
+            for line in made:
+                w.count(line)
 
     # steps ------------------------------------------------------------------------------
     @staticmethod
@@ -887,9 +910,9 @@ class NumbaProgram:
         w.segments[0][1][:0] = checks
         w.segments[:] = prune(w.segments)
         cost = compile_cost(w.segments)
-        if cost > MAX_COMPILE_COST:
+        if cost > w.cap:
             raise LoweringError(f"a program this large quickly (its Numba code costs "
-                                f"{cost:.0f} > MAX_COMPILE_COST = {MAX_COMPILE_COST})")
+                                f"{cost:.0f} > MAX_COMPILE_COST = {w.cap})")
         lines += ["", "", assemble(name, w.segments, list(w.arrays) + params,
                                    MAX_FUNCTION_LINES if w.numpy else 10**9)]
         source = "\n".join(lines)
@@ -982,7 +1005,7 @@ class NumbaProgram:
             return fn
         o = self._differentiated()
         low = self.low
-        w = _Writer(low, {})
+        w = _Writer(low, {}, early=dense is None)  # (_scatter_directly rewrites lines)
         params: list[str] = []
         act = self.active(wanted)
         self._prologue(w, params)

@@ -1,0 +1,79 @@
+"""A lower bound on the compile cost of generated source, kept while the source is written.
+
+:mod:`~dualad.tape.numba_backend` refuses an entry whose Numba source costs more than
+``MAX_COMPILE_COST`` once pruned (:func:`~dualad.tape.pruning.prune`, then
+:func:`~dualad.tape.numba_backend.compile_cost`); such programs run in the compiled
+interpreter. Writing and pruning the whole source of a program far beyond the cap costs
+most of its first call, so the writer keeps this bound and stops as soon as it passes the
+cap: since the bound never exceeds the pruned cost, no program changes side.
+
+The bound counts, at ``compile_cost``'s rates (2.5 inside a loop, else 1.5), only the
+Numba lines the pruning keeps whatever follows: lines that assign no local (stores into
+arrays, updates, returns, raises), and assignments to a local that such a line reads,
+directly or through other assignments counted (pruning keeps every assignment of a local
+that a kept line reads). Block headers (a loop whose body is pruned away goes with it) and
+assignments of a number (pruning writes the number into their readers) are not counted.
+Lines of the Python glue cost nothing but keep what they read.
+
+Example:
+    >>> bound = CostBound()
+    >>> for line in ["    _l1 = math.sin(_x0)", "    _d1 = 0.5", "    _u2 = _l1 * _d1",
+    ...              "    _unread = _x0 * 2.0", "    return _u2"]:
+    ...     cost = bound.add(line)
+    >>> cost  # the return, then _u2 and _l1 that it reads: not _d1, not _unread
+    4.5
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CostBound"]
+
+# the forms dualad.tape.pruning reads
+_ASSIGN = re.compile(r"^\s+(_\w+) = (.+)$")
+_NAME = re.compile(r"\b_\w+\b")
+_LITERAL = re.compile(r"^-?(?:\d+\.\d*|\d+)(?:e[-+]?\d+)?$")
+_HEADER = re.compile(r"^\s+(?:for|if|elif|else|while)\b.*:$")
+
+
+class CostBound:
+    """The cost of the lines added so far that pruning certainly keeps (see the module)."""
+
+    __slots__ = ("cost", "_live", "_pending")
+
+    def __init__(self) -> None:
+        self.cost = 0.0
+        self._live: set[str] = set()  # locals a kept line reads
+        self._pending: dict[str, list[tuple[float, list[str]]]] = {}  # their assignments
+
+    def add(self, line: str, numba: bool = True) -> float:
+        """Count ``line`` (of the Numba part, else of the Python glue); the bound so far."""
+        weight = (2.5 if line.startswith("        ") else 1.5) if numba else 0.0
+        m = _ASSIGN.match(line)
+        if m is None:
+            if not _HEADER.match(line):
+                self._keep(weight, _NAME.findall(line))
+            return self.cost
+        name, value = m.group(1), m.group(2).strip()
+        if _LITERAL.match(value):  # written into its readers
+            return self.cost
+        reads = _NAME.findall(value)
+        if name in self._live:
+            self._keep(weight, reads)
+        else:
+            self._pending.setdefault(name, []).append((weight, reads))
+        return self.cost
+
+    def _keep(self, weight: float, reads: list[str]) -> None:
+        """A kept line: its cost, and the assignments of what it reads, transitively."""
+        self.cost += weight
+        todo = [name for name in reads if name not in self._live]
+        while todo:
+            name = todo.pop()
+            if name in self._live:
+                continue
+            self._live.add(name)
+            for w, more in self._pending.pop(name, ()):
+                self.cost += w
+                todo.extend(n for n in more if n not in self._live)
