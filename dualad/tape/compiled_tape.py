@@ -7,6 +7,13 @@ given tangents, ``.vjp`` the reverse kernel seeded with the cotangent, and ``.hv
 forward over reverse, recorded as a program of its own and compiled (where that program
 does not compile: the compiled reverse kernel on dual numbers, :mod:`dualad.njit`; both
 exact).
+Programs beyond the compile-cost cap (``MAX_COMPILE_COST``) run in the compiled
+interpreter (:mod:`~dualad.tape.interpreter`), as with ``ad.jit``: ``.jvp`` and ``.vjp``
+by its passes seeded with the given tangents or cotangent, ``.hvp`` by its run of the
+recorded forward-over-reverse program (the reverse kernel on dual numbers needs
+straight-line code). The interpreter's first compile on a machine (seconds) happens in a
+thread of its own while the tape's replay serves (``fallback="warn"``; with
+``fallback="error"`` the call waits for it; ``wait()`` blocks until it is done).
 Arguments that are trees or not floats, and recordings that do not compile, run the
 tape's own replay with one :class:`~dualad.tape.jit.JitFallbackWarning` per method (or
 :class:`~dualad.tape.jit.JitError` with ``fallback="error"``).
@@ -24,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,8 +41,9 @@ import numpy as np
 from ..core.arguments import normalize_argnums
 from ..core.errors import ShapeError
 from ..core.tracing import recording_paused
+from .interpreter import InterpretedProgram, interpret
 from .jit import JitError, JitFallbackWarning, Jitted, _first_call, _kernel_input
-from .lowering import LoweringError, lower
+from .lowering import Lowered, LoweringError, lower
 from .numba_backend import NumbaProgram
 from .program import GuardFailed
 from .tape import Tape, check_input_guards
@@ -48,6 +57,10 @@ class _Miss:
 
 _MISS = _Miss()
 _REPLAY = _Miss()  # a recording whose compiled guards fail where it was recorded
+
+
+class _Later(Exception):
+    """The interpreter's pass compiles in the background: the replay answers meanwhile."""
 
 
 def _signature(args: tuple) -> tuple | None:
@@ -73,7 +86,9 @@ class CompiledTape:
         self._value = Jitted(tape.f, fallback, tape=tape)
         self._grads: dict[Any, Jitted] = {}
         self._codes: dict[int, Any] = {}  # NumbaProgram, None, _REPLAY
-        self._kernels: dict[Any, Callable[..., Any] | None] = {}
+        self._kernels: dict[Any, Any] = {}  # a kernel, or the LoweringError refusing it
+        self._interpreted: dict[int, Any] = {}  # (lowered, its InterpretedProgram or why not)
+        self._compiling: dict[Any, threading.Thread] = {}  # interpreter passes, by kernel
         self._told: set[str] = set()
         self._by_signature: dict[tuple, NumbaProgram] = {}
         self._hvps: dict[tuple[int, int], Jitted | None] = {}
@@ -83,6 +98,16 @@ class CompiledTape:
 
     def __call__(self, *args: Any) -> Any:
         return self._value(*args)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the code compiling in the background (the interpreter's first compile,
+        see the module); True when none is left compiling."""
+        jitted = [self._value, *self._grads.values(),
+                  *(h for h in self._hvps.values() if h is not None)]
+        done = all([j.wait(timeout) for j in jitted])
+        for thread in list(self._compiling.values()):
+            thread.join(timeout)
+        return done and not any(t.is_alive() for t in self._compiling.values())
 
     def _jitted(self, kind: str, argnums: Any) -> Jitted:
         key = (kind, argnums)
@@ -116,10 +141,12 @@ class CompiledTape:
                       stacklevel=3)
 
     def _run(self, args: tuple, method: str,
-             run: Callable[[NumbaProgram, list[Any]], Any]) -> Any:
+             run: Callable[[Any, list[Any]], Any]) -> Any:
         """``run(code, kernel inputs)`` on the lowered recording that matches ``args``
-        (the first whose guards hold; else the tape records again); ``_MISS`` where the
-        tape's replay must answer (traced arguments, trees, code that does not compile)."""
+        (the first whose guards hold; else the tape records again), by the compiled code
+        or, where the compiler refuses the entry, by the interpreter; ``_MISS`` where the
+        tape's replay must answer (traced arguments, trees, code that does not compile,
+        the interpreter compiling in the background)."""
         if recording_paused():
             return _MISS
         signature = _signature(args)
@@ -128,9 +155,13 @@ class CompiledTape:
             values = [a if type(a) is np.ndarray and a.ndim == 1 and a.size > 1
                       else _kernel_input(a) for a in args]
             try:
-                return run(code, values)
+                return self._attempt(code, run, values)
             except (GuardFailed, TypeError):  # another recording's turn, or an array
                 pass                          # the code was not compiled for: in general
+            except _Later:
+                return _MISS
+            except LoweringError:  # reported by the general path
+                pass
         tape = self.tape
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced:  # an outer transform traces through: the tape's dispatching replay
@@ -152,15 +183,11 @@ class CompiledTape:
                 try:
                     if code is _MISS:
                         check_input_guards(program, arrays)
-                        try:
-                            code = NumbaProgram(lower(program, arrays))
-                        except LoweringError as exc:
-                            self._not_compiled(method, str(exc))
-                            code = None
-                        self._codes[id(program)] = code
+                        code = self._codes[id(program)] = self._lowered(program, arrays,
+                                                                         method)
                     if code is None:
                         return _MISS
-                    result = run(code, values)
+                    result = self._attempt(code, run, values)
                     if signature is not None:
                         self._by_signature[signature] = code
                     return result
@@ -172,23 +199,107 @@ class CompiledTape:
                 except LoweringError as exc:
                     self._not_compiled(method, str(exc))
                     return _MISS
+                except _Later:
+                    return _MISS
             if replay:  # the replay checks those recordings' guards as numpy reads them
                 return _MISS
             tried.extend(candidates)
             candidates = tape._rerecord(args, key, inputs, tried)
             recorded = True
 
-    def _kernel(self, code: NumbaProgram, name: str, *options: Any,
+    def _lowered(self, program: Any, arrays: list[np.ndarray], method: str) -> Any:
+        """The compiled code of ``program`` (its interpreted form where it is too large
+        to compile at all), or None (reported: it does not lower)."""
+        try:
+            low = lower(program, arrays)
+        except LoweringError as exc:
+            self._not_compiled(method, str(exc))
+            return None
+        try:
+            return NumbaProgram(low)
+        except LoweringError as exc:  # more instructions than the compiler takes
+            return self._interpreter(low, exc)
+
+    def _interpreter(self, low: Lowered, refused: LoweringError) -> InterpretedProgram:
+        """The interpreted form of the lowered program ``low``, whose compiled entry
+        ``refused`` gave way (LoweringError with both reasons where it does not encode)."""
+        held = self._interpreted.get(id(low))
+        if held is None:
+            made = interpret(low, refused, lambda code: None)
+            held = self._interpreted[id(low)] = (low, made if isinstance(made, str)
+                                                 else made[0])
+        found = held[1]
+        if isinstance(found, str):
+            raise LoweringError(found)
+        return found
+
+    def _attempt(self, code: Any, run: Callable[[Any, list[Any]], Any],
+                 values: list[Any]) -> Any:
+        """``run(code, values)``; where the compiler refuses this entry (above the
+        compile-cost cap, say), ``run`` on the interpreted program."""
+        try:
+            return run(code, values)
+        except LoweringError as exc:
+            if not isinstance(code, NumbaProgram):
+                raise
+            refused = exc
+        interpreted = self._interpreter(code.low, refused)
+        try:
+            return run(interpreted, values)
+        except LoweringError as exc:
+            raise LoweringError(f"{refused}, nor interpret it ({exc})") from None
+
+    def _kernel(self, code: Any, name: str, *options: Any,
                 values: list[Any], extra: Sequence[Any] = ()) -> Callable[..., Any]:
+        """Entry ``name(*options)`` of ``code``, compiled (or loaded) at its first use.
+        Raises the LoweringError that refused it (every time), or _Later while the
+        interpreter compiles it in the background."""
         key = (id(code), name, options)
         kernel = self._kernels.get(key)
+        if isinstance(kernel, LoweringError):
+            raise kernel
         if kernel is None:
-            kernel = self._kernels[key] = getattr(code, name)(*options)
+            thread = self._compiling.get(key)
+            if thread is not None:
+                if thread.is_alive():
+                    raise _Later
+                del self._compiling[key]
             try:
-                _first_call(kernel, list(values) + list(extra))
+                kernel = getattr(code, name)(*options)
+            except LoweringError as exc:
+                self._kernels[key] = exc
+                raise
+            inputs = list(values) + list(extra)
+            if isinstance(code, InterpretedProgram) and thread is None and \
+                    self.fallback == "warn" and not code.compiled((name,)):
+                self._compile_in_background(key, code, kernel, inputs)
+                raise _Later
+            self._kernels[key] = kernel
+            try:
+                _first_call(kernel, inputs)
             except GuardFailed:  # compiled; the caller tries the next recording
                 pass
+            if isinstance(code, InterpretedProgram):
+                code.note_compiled((name,))
         return kernel
+
+    def _compile_in_background(self, key: Any, code: InterpretedProgram,
+                               kernel: Callable[..., Any], inputs: list[Any]) -> None:
+        """The interpreter's pass behind ``kernel`` (entry ``key[1]``) compiled (seconds,
+        once per machine) in a thread of its own; the first call after it takes it up."""
+        def build() -> None:
+            try:
+                _first_call(kernel, inputs)
+            except GuardFailed:
+                pass
+            except Exception:  # noqa: BLE001 - the call that takes it up compiles again
+                return
+            code.note_compiled((key[1],))
+
+        thread = threading.Thread(target=build, name=f"compile({self.tape.__name__})",
+                                  daemon=True)
+        self._compiling[key] = thread
+        thread.start()
 
     # transforms -------------------------------------------------------------------------
     def jvp(self, args: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
@@ -205,7 +316,7 @@ class CompiledTape:
                                  f"argument has shape {np.shape(a)}; tangents are shaped "
                                  f"like the arguments.")
 
-        def run(code: NumbaProgram, values: list[Any]) -> Any:
+        def run(code: Any, values: list[Any]) -> Any:
             seeds = [t if type(t) is np.ndarray and t.ndim == 1 and t.size > 1 and
                      t.dtype == np.float64 else _kernel_input(t) for t in tangents]
             kernel = self._kernel(code, "jvp", tuple(range(len(values))), values=values,
@@ -220,9 +331,18 @@ class CompiledTape:
         with the cotangent and gives one gradient per argument."""
         name = f"Tape({self.tape.__name__}).compile().vjp"
 
-        def run(code: NumbaProgram, values: list[Any]) -> Any:
+        def run(code: Any, values: list[Any]) -> Any:
             shape = code.low.shapes[code._differentiated()]
+            # both entries now: one that is refused, or compiling, is known here (and
+            # both start compiling together)
+            try:
+                kernel = self._kernel(code, "vjp", tuple(range(len(values))), values=values,
+                                      extra=(_kernel_input(np.zeros(shape)),))
+            except _Later:
+                self._kernel(code, "value", values=values)
+                raise
             out = self._kernel(code, "value", values=values)(*values)
+            kept = [v.copy() if type(v) is np.ndarray else v for v in values]  # as called
 
             def pullback(cotangent: Any) -> tuple:
                 c = np.asarray(cotangent, dtype=np.float64)
@@ -230,10 +350,7 @@ class CompiledTape:
                     raise ShapeError(f"{name}: the cotangent has shape {c.shape} but the "
                                      f"output has shape {shape}; pass one shaped like the "
                                      f"output.")
-                seed = _kernel_input(c)
-                kernel = self._kernel(code, "vjp", tuple(range(len(values))), values=values,
-                                      extra=(seed,))
-                return tuple(kernel(*values, seed)[1])
+                return tuple(kernel(*kept, _kernel_input(c))[1])
 
             return out, pullback
 
@@ -260,7 +377,9 @@ class CompiledTape:
                 return jvp(grad(at), (args[i],), (v,))[1]
 
             hvp.__name__ = f"hvp_of_{self.tape.__name__}"
-            self._hvps[key] = Jitted(hvp, "error")
+            # any failure: the reverse kernel on dual numbers instead; the interpreter's
+            # first compile in the background as the tape's own fallback says
+            self._hvps[key] = Jitted(hvp, "error", defer=self.fallback == "warn")
         return self._hvps[key]
 
     def hvp(self, args: Sequence[Any], v: Any, argnums: Any = 0) -> Any:
@@ -286,7 +405,10 @@ class CompiledTape:
         from ..njit import jvp as njit_jvp
         from ..njit.drivers import NjitError
 
-        def run(code: NumbaProgram, values: list[Any]) -> Any:
+        def run(code: Any, values: list[Any]) -> Any:
+            if not isinstance(code, NumbaProgram):
+                raise LoweringError("the reverse kernel on dual numbers needs straight-line "
+                                    "compiled code")
             kernel = self._kernel(code, "flat_gradient", i, values=values)
             if not hasattr(kernel, "py_func"):  # constants bound as arguments
                 raise LoweringError("a program with large constant arrays")
@@ -302,3 +424,4 @@ class CompiledTape:
 
         found = self._run(args, "hvp", run)
         return self.tape.hvp(args, v, argnums) if found is _MISS else found
+

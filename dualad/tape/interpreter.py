@@ -11,9 +11,9 @@ its encoding, in numpy and Python.
 
 The passes are those of the compiled code: values (``value``, ``values``), reverse mode
 for a scalar output (``gradient``: the values forward, then the adjoints backward through
-the instructions that lie between the inputs differentiated and the output), forward mode
-(``jacobian``, ``compressed_jacobian``: one tangent row per entry, the directions
-innermost). Guards are opcodes that return a status; the entries raise
+the instructions that lie between the inputs differentiated and the output) or from a
+given cotangent (``vjp``), forward mode (``jacobian``, ``compressed_jacobian``: one
+tangent row per entry, the directions innermost; ``jvp``: one given direction). Guards are opcodes that return a status; the entries raise
 :class:`~dualad.tape.program.GuardFailed` where one fails, as the compiled code does.
 Every lowered instruction has an opcode (matrix products of two computed values included);
 an instruction without one (a predicate Numba lacks) raises
@@ -348,7 +348,8 @@ class _Encoder:
 class InterpretedProgram:
     """The entries of one lowered program run by the interpreter: the same entries, with
     the same arguments and results, as :class:`~dualad.tape.numba_backend.NumbaProgram`'s
-    ``value``, ``values``, ``gradient``, ``jacobian`` and ``compressed_jacobian``."""
+    ``value``, ``values``, ``gradient``, ``jacobian``, ``compressed_jacobian``, ``jvp`` and
+    ``vjp``."""
 
     def __init__(self, low: Lowered) -> None:
         outputs = low.program.outputs
@@ -389,16 +390,25 @@ class InterpretedProgram:
         file = Path(self.module.__file__)
         return file.with_name(f"{file.stem}.{name}.compiled")
 
-    def compiled(self) -> bool:
-        """Whether the passes this program's entries call are compiled, in this process or
-        in the disk cache (they compile once per machine, for seconds: a caller may build
-        in the background meanwhile)."""
-        return all(getattr(self.module, name).signatures or self._marker(name).exists()
-                   for name in self.passes)
+    #: The interpreter's pass each entry calls.
+    PASSES = {"value": "values", "values": "values", "gradient": "gradient",
+              "jacobian": "jacobian", "compressed_jacobian": "jacobian", "jvp": "jvp",
+              "vjp": "vjp"}
 
-    def note_compiled(self) -> None:
-        """Record that the passes this program's entries call are in the disk cache."""
-        for name in self.passes:
+    def _passes(self, entries: tuple[str, ...] | None) -> set[str]:
+        return self.passes if entries is None else {self.PASSES[e] for e in entries}
+
+    def compiled(self, entries: tuple[str, ...] | None = None) -> bool:
+        """Whether the passes this program's entries call (or those of the entries named)
+        are compiled, in this process or in the disk cache (they compile once per machine,
+        for seconds: a caller may build in the background meanwhile)."""
+        return all(getattr(self.module, name).signatures or self._marker(name).exists()
+                   for name in self._passes(entries))
+
+    def note_compiled(self, entries: tuple[str, ...] | None = None) -> None:
+        """Record that the passes this program's entries call (or those of the entries
+        named) are in the disk cache."""
+        for name in self._passes(entries):
             marker = self._marker(name)
             if not marker.exists():
                 try:
@@ -556,6 +566,85 @@ class InterpretedProgram:
             return float(V[at]), grads
 
         return gradient
+
+    def _gradients(self, A: np.ndarray, wanted: tuple[int, ...]) -> tuple:
+        """The adjoints in ``A`` of the slots ``wanted``, each shaped like its slot (a
+        float for shape ``()``)."""
+        low = self.low
+        found = []
+        for s in wanted:
+            at, m, shape = self.position[s], low.sizes[s], low.shapes[s]
+            found.append(float(A[at]) if shape == () else
+                         A[at:at + m].copy().reshape(shape) if m != 1 else
+                         np.full(shape, A[at]))
+        return tuple(found)
+
+    def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
+        cotangent (flat; a float for an output of size one) pulled back through the
+        program (reverse mode seeded with it), as the compiled code's ``vjp``."""
+        o = self._differentiated()
+        low = self.low
+        _, active, flags = self._active(wanted, self._alias.get(o, o))
+        run, C, F, order = self.module.vjp, self.code, self.floats, self.all
+        self.passes.add("vjp")
+        pack, result, gradients = self._pack, self._result, self._gradients
+        at, m, n = self.position[o], low.sizes[o], self.n_inputs
+
+        def vjp(*inputs_and_cotangent: Any) -> Any:
+            if len(inputs_and_cotangent) != n + 1:
+                raise TypeError(f"{len(inputs_and_cotangent)} arguments given, {n + 1} "
+                                f"expected")
+            c = inputs_and_cotangent[n]
+            c = np.array([float(c)]) if m == 1 and type(c) is not np.ndarray else \
+                np.ascontiguousarray(c, dtype=np.float64).reshape(-1)
+            if c.size != m:
+                raise GuardFailed
+            status, V, A = run(pack(inputs_and_cotangent[:n]), C, F, order, active, flags,
+                               at, c)
+            if status:
+                raise GuardFailed
+            return result(V, o), gradients(A, wanted)
+
+        return vjp
+
+    def jvp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``jvp(*inputs, *directions)``: ``(output, tangent)``, the output's derivative
+        along the given directions of the input slots ``wanted`` (one per slot, flat, a
+        float for a slot of size one): forward mode with one tangent, as the compiled
+        code's ``jvp``."""
+        o = self._differentiated()
+        low = self.low
+        _, active, flags = self._active(wanted, None)
+        rows = np.concatenate([self.position[s] + np.arange(low.sizes[s]) for s in wanted]
+                              ) if wanted else np.zeros(0, dtype=np.int64)
+        rows = rows.astype(np.int64)
+        sizes = [low.sizes[s] for s in wanted]
+        run, C, F, order = self.module.jvp, self.code, self.floats, self.all
+        self.passes.add("jvp")
+        pack, result = self._pack, self._result
+        at, m, shape, n = self.position[o], low.sizes[o], low.shapes[o], self.n_inputs
+
+        def jvp(*inputs_and_directions: Any) -> Any:
+            if len(inputs_and_directions) != n + len(sizes):
+                raise TypeError(f"{len(inputs_and_directions)} arguments given, "
+                                f"{n + len(sizes)} expected")
+            parts = []
+            for d, size in zip(inputs_and_directions[n:], sizes):
+                d = np.ascontiguousarray(d, dtype=np.float64).reshape(-1)
+                if d.size != size:
+                    raise GuardFailed
+                parts.append(d)
+            tangent = np.concatenate(parts) if parts else np.zeros(0)
+            status, V, T = run(pack(inputs_and_directions[:n]), C, F, order, active, flags,
+                               rows, tangent)
+            if status:
+                raise GuardFailed
+            dy = float(T[at, 0]) if shape == () else \
+                T[at:at + m, 0].copy().reshape(shape) if m != 1 else np.full(shape, T[at, 0])
+            return result(V, o), dy
+
+        return jvp
 
     def _tangent_kernel(self, wanted: tuple[int, ...], columns: np.ndarray, K: int,
                         finish: Callable[[np.ndarray, np.ndarray], Any]) -> Callable[..., Any]:

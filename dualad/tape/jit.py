@@ -111,13 +111,16 @@ class Jitted:
     def __init__(self, fn: Callable[..., Any], fallback: str = "warn",
                  tape: Tape | None = None,
                  coloring: Callable[[Any], np.ndarray] | None = None,
-                 background: bool = False) -> None:
+                 background: bool = False, defer: bool | None = None) -> None:
         if fallback not in FALLBACKS:
             raise ValueError(f"jit: fallback={fallback!r}; use 'warn' or 'error'.")
         mark = transform_mark(fn)
         self.fn = fn
         self.fallback = fallback
         self.background = bool(background)
+        # the interpreter's first compile (seconds) in the background while the replay
+        # serves: with fallback="warn", unless told otherwise
+        self._defer = fallback == "warn" if defer is None else bool(defer)
         self._build_lock = threading.Lock()  # one build at a time (the sparsity detection
         self._compiling: dict[int, tuple[threading.Thread, list[Any]]] = {}  # reads args)
         self.kind = mark.name if mark is not None else "value"
@@ -395,7 +398,7 @@ class Jitted:
                     why.append(found)
                 return None
             code, (kernel, finish) = found
-            if why is None and self.fallback == "warn" and not code.compiled():
+            if why is None and self._defer and not code.compiled():
                 return _LATER  # seconds, once per machine: not in the caller's thread
         except GuardFailed:  # lowered at arguments this recording does not cover
             return _NOT_HERE
