@@ -462,14 +462,32 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
     bench.time(case, "ad.jit(grad) (interpreter)", DUALAD, interp100, size=8, check=check,
                context=_interpreted)
     bench.time(case, "jax.jit(grad)", PEER, jax100, size=8, check=check, peer_name="jax")
-    # a new program, the interpreter compiled: record, lower, encode, first call
+    # a new program, the interpreter compiled: record, lower, encode, first call; against
+    # the same with the straight-line source written and pruned in full before the cap
+    # refuses it (as before dualad/tape/cost_bound.py), calls interleaved
     for n in (400, 1000):
         f = functools.partial(chain_vector_loss, n=n)
         case = f"new {n}-op program (8-vectors)"
 
         def first_call(f=f):
             ad = require_dualad()
+            ad.jit(ad.grad(f), fallback="error")(x)  # the interpreter compiled
             return lambda: ad.jit(ad.grad(f), fallback="error")(x)
+
+        def written_in_full(f=f):
+            from dualad.tape.cost_bound import CostBound
+
+            ad = require_dualad()
+
+            def call():
+                add = CostBound.add
+                CostBound.add = lambda self, line, numba=True: 0.0  # never passes the cap
+                try:
+                    return ad.jit(ad.grad(f), fallback="error")(x)
+                finally:
+                    CostBound.add = add
+
+            return call
 
         def encode_only(f=f):
             from dualad.tape import record
@@ -479,10 +497,12 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
             program = record(f, x).program
             return lambda: InterpretedProgram(lower(program, [x])).gradient((0,))
 
-        bench.time(case, "ad.jit(grad) first call", DUALAD, first_call, size=n,
-                   number=1, repeat=7, warmup=0)
-        bench.time(case, "lower + encode (no call)", REFERENCE, encode_only, size=n,
-                   number=1, repeat=7, warmup=0)
+        bench.time_interleaved(case, [
+            ("ad.jit(grad) first call", DUALAD, first_call, None),
+            ("ad.jit(grad) first call, source written in full (before)", BASELINE,
+             written_in_full, None),
+            ("lower + encode (no call)", REFERENCE, encode_only, None)],
+            repeat=7, size=n)
 
 
 def chain_jax_any(jnp, x, n):
