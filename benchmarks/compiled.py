@@ -393,9 +393,11 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
     1000-op chains of 8-vectors and of an RK4 integration (200 steps, 4 parameters) run
     by the compiled interpreter, against the tape's Python replay (the fallback before,
     baseline), eager mode and jax.jit(grad); on a 100-op chain, which both compile, the
-    interpreter against the straight-line compiled code (baseline). Then what a new
-    program costs once the interpreter is compiled: its recording, lowering, encoding
-    and first call."""
+    interpreter against the straight-line compiled code (baseline). ``tape.compile()``'s
+    jvp, vjp and hvp of the 1000-op chain by the interpreter, against the tape's replay.
+    Then what a new program costs once the interpreter is compiled: its recording,
+    lowering, encoding and first call, against the same with the straight-line source
+    written in full before the cap refuses it."""
     x = np.linspace(0.1, 0.5, 8)
     p = np.array([1.1, 0.4, 0.1, 0.4])
     problems = [(f"{n}-op chain of 8-vectors grad", functools.partial(chain_vector_loss, n=n),
@@ -462,6 +464,34 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
     bench.time(case, "ad.jit(grad) (interpreter)", DUALAD, interp100, size=8, check=check,
                context=_interpreted)
     bench.time(case, "jax.jit(grad)", PEER, jax100, size=8, check=check, peer_name="jax")
+    # tape.compile() beyond the cap: jvp, vjp and hvp by the interpreter, against the tape's
+    # replay (what served them before)
+    ad = require_dualad()
+    n = 1000
+    case = f"{n}-op chain of 8-vectors, tape.compile()"
+    v, c = np.linspace(1.0, 2.0, 8), np.linspace(-1.0, 1.0, 8)
+    f = functools.partial(chain, n=n)
+    loss = functools.partial(chain_vector_loss, n=n)
+    expected = {"jvp": ad.jvp(f, (x,), (v,))[1], "vjp": ad.vjp(f, x)[1](c)[0],
+                "hvp": ad.hvp(loss, x, v)}
+    calls = {"jvp": lambda t: t.jvp((x,), (v,))[1], "vjp": lambda t: t.vjp(x)[1](c)[0],
+             "hvp": lambda t: t.hvp((x,), v)}
+    for method in ("jvp", "vjp", "hvp"):
+        fn = loss if method == "hvp" else f
+
+        def replayed(fn=fn, method=method):
+            tape = require_dualad().record(fn, x)
+            return lambda: calls[method](tape)
+
+        def by_interpreter(fn=fn, method=method):
+            tape = require_dualad().record(fn, x).compile(fallback="error")
+            return lambda: calls[method](tape)
+
+        check = max_abs_err(expected[method])
+        bench.time(case, f"tape.{method} (Python replay)", BASELINE, replayed, size=8,
+                   check=check)
+        bench.time(case, f"tape.compile().{method} (interpreter)", DUALAD, by_interpreter,
+                   size=8, check=check)
     # a new program, the interpreter compiled: record, lower, encode, first call; against
     # the same with the straight-line source written and pruned in full before the cap
     # refuses it (as before dualad/tape/cost_bound.py), calls interleaved
