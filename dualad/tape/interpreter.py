@@ -13,7 +13,9 @@ The passes are those of the compiled code: values (``value``, ``values``), rever
 for a scalar output (``gradient``: the values forward, then the adjoints backward through
 the instructions that lie between the inputs differentiated and the output) or from a
 given cotangent (``vjp``), forward mode (``jacobian``, ``compressed_jacobian``: one
-tangent row per entry, the directions innermost; ``jvp``: one given direction). Guards are opcodes that return a status; the entries raise
+tangent row per entry, the directions innermost; ``jvp``: one given direction). ``jvp``
+and ``vjp`` call the values pass and the tangent or adjoint pass from Python, one after
+the other (they need no compiled function of their own). Guards are opcodes that return a status; the entries raise
 :class:`~dualad.tape.program.GuardFailed` where one fails, as the compiled code does.
 Every lowered instruction has an opcode (matrix products of two computed values included);
 an instruction without one (a predicate Numba lacks) raises
@@ -390,13 +392,14 @@ class InterpretedProgram:
         file = Path(self.module.__file__)
         return file.with_name(f"{file.stem}.{name}.compiled")
 
-    #: The interpreter's pass each entry calls.
-    PASSES = {"value": "values", "values": "values", "gradient": "gradient",
-              "jacobian": "jacobian", "compressed_jacobian": "jacobian", "jvp": "jvp",
-              "vjp": "vjp"}
+    #: The interpreter's compiled functions each entry calls.
+    PASSES = {"value": ("values",), "values": ("values",), "gradient": ("gradient",),
+              "jacobian": ("jacobian",), "compressed_jacobian": ("jacobian",),
+              "jvp": ("forward", "tangents"), "vjp": ("forward", "backward")}
 
     def _passes(self, entries: tuple[str, ...] | None) -> set[str]:
-        return self.passes if entries is None else {self.PASSES[e] for e in entries}
+        return self.passes if entries is None else {
+            name for e in entries for name in self.PASSES[e]}
 
     def compiled(self, entries: tuple[str, ...] | None = None) -> bool:
         """Whether the passes this program's entries call (or those of the entries named)
@@ -579,6 +582,19 @@ class InterpretedProgram:
                          np.full(shape, A[at]))
         return tuple(found)
 
+    def _forward(self, inputs: tuple) -> np.ndarray:
+        """``V`` after the values pass (GuardFailed where a guard fails): the first half of
+        ``jvp`` and ``vjp``, which call the interpreter's passes from Python (one dispatch
+        each, a few microseconds) rather than entries of their own (seconds of compiling
+        each, once per machine)."""
+        C = self.code
+        V = np.empty(int(C[1]))
+        V[int(C[2]):int(C[2]) + int(C[3])] = self.floats[int(C[5]):int(C[5]) + int(C[3])]
+        V[:int(C[4])] = self._pack(inputs)
+        if self.module.forward(V, C, self.floats, self.all):
+            raise GuardFailed
+        return V
+
     def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
         """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
         cotangent (flat; a float for an output of size one) pulled back through the
@@ -586,24 +602,22 @@ class InterpretedProgram:
         o = self._differentiated()
         low = self.low
         _, active, flags = self._active(wanted, self._alias.get(o, o))
-        run, C, F, order = self.module.vjp, self.code, self.floats, self.all
-        self.passes.add("vjp")
-        pack, result, gradients = self._pack, self._result, self._gradients
+        backward, C, F = self.module.backward, self.code, self.floats
+        self.passes.update(self.PASSES["vjp"])
+        forward, result, gradients = self._forward, self._result, self._gradients
         at, m, n = self.position[o], low.sizes[o], self.n_inputs
 
         def vjp(*inputs_and_cotangent: Any) -> Any:
             if len(inputs_and_cotangent) != n + 1:
                 raise TypeError(f"{len(inputs_and_cotangent)} arguments given, {n + 1} "
                                 f"expected")
-            c = inputs_and_cotangent[n]
-            c = np.array([float(c)]) if m == 1 and type(c) is not np.ndarray else \
-                np.ascontiguousarray(c, dtype=np.float64).reshape(-1)
+            c = np.asarray(inputs_and_cotangent[n], dtype=np.float64).reshape(-1)
             if c.size != m:
                 raise GuardFailed
-            status, V, A = run(pack(inputs_and_cotangent[:n]), C, F, order, active, flags,
-                               at, c)
-            if status:
-                raise GuardFailed
+            V = forward(inputs_and_cotangent[:n])
+            A = np.zeros(V.size)
+            A[at:at + m] = c
+            backward(V, A, C, F, active, flags)
             return result(V, o), gradients(A, wanted)
 
         return vjp
@@ -616,13 +630,12 @@ class InterpretedProgram:
         o = self._differentiated()
         low = self.low
         _, active, flags = self._active(wanted, None)
-        rows = np.concatenate([self.position[s] + np.arange(low.sizes[s]) for s in wanted]
-                              ) if wanted else np.zeros(0, dtype=np.int64)
-        rows = rows.astype(np.int64)
+        rows = (np.concatenate([self.position[s] + np.arange(low.sizes[s]) for s in wanted])
+                if wanted else np.zeros(0)).astype(np.int64)
         sizes = [low.sizes[s] for s in wanted]
-        run, C, F, order = self.module.jvp, self.code, self.floats, self.all
-        self.passes.add("jvp")
-        pack, result = self._pack, self._result
+        tangents, C, F = self.module.tangents, self.code, self.floats
+        self.passes.update(self.PASSES["jvp"])
+        forward, result = self._forward, self._result
         at, m, shape, n = self.position[o], low.sizes[o], low.shapes[o], self.n_inputs
 
         def jvp(*inputs_and_directions: Any) -> Any:
@@ -631,15 +644,15 @@ class InterpretedProgram:
                                 f"{n + len(sizes)} expected")
             parts = []
             for d, size in zip(inputs_and_directions[n:], sizes):
-                d = np.ascontiguousarray(d, dtype=np.float64).reshape(-1)
+                d = np.asarray(d, dtype=np.float64).reshape(-1)
                 if d.size != size:
                     raise GuardFailed
                 parts.append(d)
-            tangent = np.concatenate(parts) if parts else np.zeros(0)
-            status, V, T = run(pack(inputs_and_directions[:n]), C, F, order, active, flags,
-                               rows, tangent)
-            if status:
-                raise GuardFailed
+            V = forward(inputs_and_directions[:n])
+            T = np.zeros((V.size, 1))
+            if parts:
+                T[rows, 0] = np.concatenate(parts)
+            tangents(V, T, C, F, active, flags, 1)
             dy = float(T[at, 0]) if shape == () else \
                 T[at:at + m, 0].copy().reshape(shape) if m != 1 else np.full(shape, T[at, 0])
             return result(V, o), dy

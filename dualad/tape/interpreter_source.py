@@ -388,8 +388,7 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
     """``(module source, {opcode key: opcode})``: the module defines ``forward(V, C, F,
     order)`` (values; returns 1 where a guard fails, else 0), ``backward(V, A, C, F,
     order, flags)`` and ``tangents(V, T, C, F, order, flags, K)``, and the entries
-    ``values``, ``gradient``, ``jacobian``, ``jvp`` (one direction, given) and ``vjp`` (a
-    cotangent, given) (see :mod:`dualad.tape.interpreter`).
+    ``value``, ``gradient`` and ``jacobian`` (see :mod:`dualad.tape.interpreter`).
     ``order`` lists the instructions a pass runs; ``flags[pc]`` has bit ``2 << k`` set
     where operand ``k`` of instruction ``pc`` carries a derivative."""
     ops: dict[Any, int] = {}
@@ -491,33 +490,5 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         "            T[seeds[2 * _j], seeds[2 * _j + 1]] = 1.0",
         "        tangents(V, T, C, F, active, flags, K)",
         "    return status, V, T",
-        "",
-        "",
-        decorator,
-        "def jvp(xin, C, F, order, active, flags, rows, tangent):",
-        "    V = np.empty(C[1])",
-        "    V[C[2]:C[2] + C[3]] = F[C[5]:C[5] + C[3]]",
-        "    V[:C[4]] = xin",
-        "    status = forward(V, C, F, order)",
-        "    T = np.zeros((C[1], 1))",
-        "    if status == 0:",
-        "        for _j in range(rows.shape[0]):",
-        "            T[rows[_j], 0] = tangent[_j]",
-        "        tangents(V, T, C, F, active, flags, 1)",
-        "    return status, V, T",
-        "",
-        "",
-        decorator,
-        "def vjp(xin, C, F, order, active, flags, out, cotangent):",
-        "    V = np.empty(C[1])",
-        "    V[C[2]:C[2] + C[3]] = F[C[5]:C[5] + C[3]]",
-        "    V[:C[4]] = xin",
-        "    status = forward(V, C, F, order)",
-        "    A = np.zeros(C[1])",
-        "    if status == 0:",
-        "        for _j in range(cotangent.shape[0]):",
-        "            A[out + _j] = cotangent[_j]",
-        "        backward(V, A, C, F, active, flags)",
-        "    return status, V, A",
     ]
     return "\n".join(lines) + "\n", ops
