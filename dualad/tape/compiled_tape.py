@@ -424,4 +424,3 @@ class CompiledTape:
 
         found = self._run(args, "hvp", run)
         return self.tape.hvp(args, v, argnums) if found is _MISS else found
-
