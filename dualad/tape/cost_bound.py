@@ -11,16 +11,19 @@ The bound counts, at ``compile_cost``'s rates (2.5 inside a loop, else 1.5), onl
 Numba lines the pruning keeps whatever follows: lines that assign no local (stores into
 arrays, updates, returns, raises), and assignments to a local that such a line reads,
 directly or through other assignments counted (pruning keeps every assignment of a local
-that a kept line reads). Block headers (a loop whose body is pruned away goes with it) and
-assignments of a number (pruning writes the number into their readers) are not counted.
-Lines of the Python glue cost nothing but keep what they read.
+that a kept line reads). Block headers (a loop whose body is pruned away goes with it),
+assignments of a number and copies of another local (pruning writes the number, or the
+local copied, into their readers) are not counted; what a copy reads is kept with it.
+Lines of the Python glue cost nothing but keep what they read. The rules follow
+:mod:`~dualad.tape.pruning`'s; ``tests/tape/test_cost_bound.py`` checks, on every entry
+of sample and random programs, that no entry changes side of the cap.
 
 Example:
     >>> bound = CostBound()
     >>> for line in ["    _l1 = math.sin(_x0)", "    _d1 = 0.5", "    _u2 = _l1 * _d1",
-    ...              "    _unread = _x0 * 2.0", "    return _u2"]:
+    ...              "    _unread = _x0 * 2.0", "    _c = _u2", "    return _c"]:
     ...     cost = bound.add(line)
-    >>> cost  # the return, then _u2 and _l1 that it reads: not _d1, not _unread
+    >>> cost  # the return, then _u2 and _l1 that it reads: not _d1, _unread or the copy
     4.5
 """
 
@@ -34,6 +37,7 @@ __all__ = ["CostBound"]
 _ASSIGN = re.compile(r"^\s+(_\w+) = (.+)$")
 _NAME = re.compile(r"\b_\w+\b")
 _LITERAL = re.compile(r"^-?(?:\d+\.\d*|\d+)(?:e[-+]?\d+)?$")
+_COPY = re.compile(r"^_\w+$")
 _HEADER = re.compile(r"^\s+(?:for|if|elif|else|while)\b.*:$")
 
 
@@ -59,6 +63,8 @@ class CostBound:
         if _LITERAL.match(value):  # written into its readers
             return self.cost
         reads = _NAME.findall(value)
+        if _COPY.match(value):  # its readers may read the local copied instead
+            weight = 0.0
         if name in self._live:
             self._keep(weight, reads)
         else:
