@@ -4,16 +4,24 @@ guards, the interpreter's first compile in the background, and the fallbacks."""
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import dualad as ad
 import dualad.tape.numba_backend as backend
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape.interpreter import InterpretedProgram, interpreter_module
 from dualad.tape.jit import JitFallbackWarning
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from strategies import programs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
 
@@ -240,3 +248,32 @@ def test_a_program_neither_compiled_nor_interpreted_replays(small_cap, no_sin_op
     strict = ad.record(two_args, X, W).compile(fallback="error")
     with pytest.raises(ad.JitError, match="vjp: .*nor interpret it.*np.sin"):
         strict.vjp(X, W)
+
+
+@settings(max_examples=int(os.environ.get("DUALAD_INTERPRETER_EXAMPLES", "8")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(programs(max_ops=8, max_inputs=1))
+def test_random_programs_agree_with_eager(small_cap, program):
+    """The tape differential guard through tape.compile()'s jvp and vjp, interpreted
+    (programs that do not lower have nothing to compare)."""
+    x = program.inputs[0]
+    rng = np.random.default_rng(0)
+    t = rng.standard_normal(np.shape(x))
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        compiled = ad.record(program, x).compile(fallback="error")  # nothing replays
+        try:
+            out, tangent = compiled.jvp((x,), (t,))
+            value, pullback = compiled.vjp(x)
+        except ad.JitError:
+            return
+        eager_out, eager_tangent = ad.jvp(program, (x,), (t,))
+        c = rng.standard_normal(np.shape(eager_out))
+        (g,) = pullback(c)
+        (eg,) = ad.vjp(program, x)[1](c)
+    assert interpreted_entries(compiled) == {"jvp", "vjp", "value"}
+    np.testing.assert_allclose(out, eager_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tangent, eager_tangent, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(value, eager_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, eg, rtol=1e-10, atol=1e-10)
+    assert np.shape(g) == np.shape(eg) and np.shape(tangent) == np.shape(eager_tangent)
