@@ -296,8 +296,8 @@ class CompiledTape:
                 return
             code.note_compiled((key[1],))
 
-        thread = threading.Thread(target=build, name=f"compile({self.tape.__name__})",
-                                  daemon=True)
+        # not a daemon (as ad.jit's): a process that ends waits for the cache files
+        thread = threading.Thread(target=build, name=f"compile({self.tape.__name__})")
         self._compiling[key] = thread
         thread.start()
 
