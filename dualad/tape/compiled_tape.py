@@ -256,8 +256,8 @@ class CompiledTape:
         interpreter compiles it in the background."""
         key = (id(code), name, options)
         kernel = self._kernels.get(key)
-        if isinstance(kernel, LoweringError):
-            raise kernel
+        if isinstance(kernel, LoweringError):  # a new one (a raised one keeps its frames)
+            raise LoweringError(str(kernel))
         if kernel is None:
             thread = self._compiling.get(key)
             if thread is not None:
@@ -267,7 +267,7 @@ class CompiledTape:
             try:
                 kernel = getattr(code, name)(*options)
             except LoweringError as exc:
-                self._kernels[key] = exc
+                self._kernels[key] = LoweringError(str(exc))
                 raise
             inputs = list(values) + list(extra)
             if isinstance(code, InterpretedProgram) and thread is None and \
@@ -333,16 +333,22 @@ class CompiledTape:
 
         def run(code: Any, values: list[Any]) -> Any:
             shape = code.low.shapes[code._differentiated()]
-            # both entries now: one that is refused, or compiling, is known here (and
-            # both start compiling together)
-            try:
-                kernel = self._kernel(code, "vjp", tuple(range(len(values))), values=values,
-                                      extra=(_kernel_input(np.zeros(shape)),))
-            except _Later:
-                self._kernel(code, "value", values=values)
-                raise
-            out = self._kernel(code, "value", values=values)(*values)
-            kept = [v.copy() if type(v) is np.ndarray else v for v in values]  # as called
+            nums = tuple(range(len(values)))
+            # the reverse entry now: one that is refused, or compiling, is known here
+            kernel = self._kernel(code, "vjp", nums, values=values,
+                                  extra=(_kernel_input(np.zeros(shape)),))
+            if isinstance(code, InterpretedProgram):  # its values kept for the pullback
+                key = (id(code), "split_vjp", nums)
+                split = self._kernels.get(key)
+                if split is None:
+                    split = self._kernels[key] = code.split_vjp(nums)
+                out, pull = split(*values)
+            else:  # the values again in the pullback, from the arguments as called
+                out = self._kernel(code, "value", values=values)(*values)
+                kept = [v.copy() if type(v) is np.ndarray else v for v in values]
+
+                def pull(c: Any) -> tuple:
+                    return kernel(*kept, c)[1]
 
             def pullback(cotangent: Any) -> tuple:
                 c = np.asarray(cotangent, dtype=np.float64)
@@ -350,7 +356,7 @@ class CompiledTape:
                     raise ShapeError(f"{name}: the cotangent has shape {c.shape} but the "
                                      f"output has shape {shape}; pass one shaped like the "
                                      f"output.")
-                return tuple(kernel(*kept, _kernel_input(c))[1])
+                return tuple(pull(_kernel_input(c)))
 
             return out, pullback
 

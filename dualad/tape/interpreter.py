@@ -395,7 +395,8 @@ class InterpretedProgram:
     #: The interpreter's compiled functions each entry calls.
     PASSES = {"value": ("values",), "values": ("values",), "gradient": ("gradient",),
               "jacobian": ("jacobian",), "compressed_jacobian": ("jacobian",),
-              "jvp": ("forward", "tangents"), "vjp": ("forward", "backward")}
+              "jvp": ("forward", "tangents"), "vjp": ("forward", "backward"),
+              "split_vjp": ("forward", "backward")}
 
     def _passes(self, entries: tuple[str, ...] | None) -> set[str]:
         return self.passes if entries is None else {
@@ -595,30 +596,46 @@ class InterpretedProgram:
             raise GuardFailed
         return V
 
-    def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
-        """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
-        cotangent (flat; a float for an output of size one) pulled back through the
-        program (reverse mode seeded with it), as the compiled code's ``vjp``."""
+    def split_vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``split(*inputs)``: ``(output, pullback)``, where ``pullback(cotangent)`` (flat;
+        a float for an output of size one) gives ``(gradient per wanted slot, ...)``: the
+        values pass once, its values kept for the adjoint passes of the pullbacks."""
         o = self._differentiated()
         low = self.low
         _, active, flags = self._active(wanted, self._alias.get(o, o))
         backward, C, F = self.module.backward, self.code, self.floats
         self.passes.update(self.PASSES["vjp"])
         forward, result, gradients = self._forward, self._result, self._gradients
-        at, m, n = self.position[o], low.sizes[o], self.n_inputs
+        at, m = self.position[o], low.sizes[o]
+
+        def split(*inputs: Any) -> Any:
+            V = forward(inputs)
+
+            def pullback(cotangent: Any) -> tuple:
+                c = np.asarray(cotangent, dtype=np.float64).reshape(-1)
+                if c.size != m:
+                    raise GuardFailed
+                A = np.zeros(V.size)
+                A[at:at + m] = c
+                backward(V, A, C, F, active, flags)
+                return gradients(A, wanted)
+
+            return result(V, o), pullback
+
+        return split
+
+    def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
+        """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
+        cotangent (flat; a float for an output of size one) pulled back through the
+        program (reverse mode seeded with it), as the compiled code's ``vjp``."""
+        split, n = self.split_vjp(wanted), self.n_inputs
 
         def vjp(*inputs_and_cotangent: Any) -> Any:
             if len(inputs_and_cotangent) != n + 1:
                 raise TypeError(f"{len(inputs_and_cotangent)} arguments given, {n + 1} "
                                 f"expected")
-            c = np.asarray(inputs_and_cotangent[n], dtype=np.float64).reshape(-1)
-            if c.size != m:
-                raise GuardFailed
-            V = forward(inputs_and_cotangent[:n])
-            A = np.zeros(V.size)
-            A[at:at + m] = c
-            backward(V, A, C, F, active, flags)
-            return result(V, o), gradients(A, wanted)
+            out, pullback = split(*inputs_and_cotangent[:n])
+            return out, pullback(inputs_and_cotangent[n])
 
         return vjp
 
