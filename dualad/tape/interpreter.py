@@ -351,7 +351,7 @@ class InterpretedProgram:
     """The entries of one lowered program run by the interpreter: the same entries, with
     the same arguments and results, as :class:`~dualad.tape.numba_backend.NumbaProgram`'s
     ``value``, ``values``, ``gradient``, ``jacobian``, ``compressed_jacobian``, ``jvp`` and
-    ``vjp``."""
+    ``vjp``; and ``split_vjp``, a ``vjp`` whose pullback reuses the values pass."""
 
     def __init__(self, low: Lowered) -> None:
         outputs = low.program.outputs
