@@ -14,8 +14,9 @@ Entries are generated per program, each on demand:
 - ``gradient``: reverse mode for a scalar output: the values forward, then per region a
   backward loop that reads back the stored values and accumulates the reads' adjoints.
 
-Matrix products call BLAS (Numba's ``@``); large elementwise regions with a function that
-numpy vectorises run as numpy calls in Python glue between Numba functions
+Matrix products call BLAS ``dgemm`` on the flat buffers (:mod:`dualad.tape.blas`: nothing
+compiled per operand layout), small ones are scalar loops; large elementwise regions with
+a function that numpy vectorises run as numpy calls in Python glue between Numba functions
 (:mod:`dualad.tape.glue`), which also cuts long code into several functions. Generated
 modules are written by :func:`dualad.derivatives.codegen.import_kernel_module` (named by
 a digest of their source, compiled with ``cache=True``), so a new process loads them
@@ -604,20 +605,49 @@ class NumbaProgram:
                 w.count(line)
 
     # steps ------------------------------------------------------------------------------
-    @staticmethod
-    def _matrix(s: int, rows: int, cols: int, prefix: str = "_v") -> str:
-        return f"{prefix}{s}.reshape(({rows}, {cols}))"
-
     def _step_values(self, w: _Writer, ins: Any) -> None:
         if isinstance(ins, Guard):
             self._guard(w, ins)
         elif isinstance(ins, Linear):
             self._linear(w, ins)
         elif isinstance(ins, MatMul):
-            w.emit(1, f"_v{ins.out} = ({self._matrix(ins.a, ins.p, ins.q)} @ "
-                      f"{self._matrix(ins.b, ins.q, ins.r)}).reshape(-1)")
+            self._matmul_values(w, ins)
         elif isinstance(ins, Select):
             self._select_values(w, ins)
+
+    def _small_product(self, ins: MatMul) -> bool:
+        """A product with a one-entry operand or result (a dot product of vectors, a
+        number times a row): scalar loops, since one-entry values are numbers here."""
+        return 1 in (self.low.sizes[ins.out], self.low.sizes[ins.a], self.low.sizes[ins.b])
+
+    @staticmethod
+    def _flat(i: str, stride: int, j: str) -> str:
+        """The flat position ``i * stride + j`` of a row-major matrix."""
+        if i == "0":
+            return j
+        row = i if stride == 1 else f"{i} * {stride}"
+        return row if j == "0" else f"{row} + {j}"
+
+    def _matmul_values(self, w: _Writer, ins: MatMul) -> None:
+        """``out (p, r) = a (p, q) @ b (q, r)``: one BLAS call (:func:`dualad.tape.blas.gemm`,
+        the flat buffers read row-major), or scalar loops for a small product."""
+        o, a, b, p, q, r = ins.out, ins.a, ins.b, ins.p, ins.q, ins.r
+        if not self._small_product(ins):
+            w.emit(1, f"_v{o} = np.empty({p * r})")
+            w.emit(1, f"_gemm(False, False, {p}, {r}, {q}, _v{a}, _v{b}, _v{o}, 0.0)")
+            return
+        if self.low.sizes[o] == 1:  # a dot product
+            w.emit(1, "_acc = 0.0")
+            w.emit(1, f"for _l in range({q}):")
+            w.emit(2, f"_acc += {w.value(a, '_l')} * {w.value(b, '_l')}")
+            w.emit(1, f"_v{o} = _acc")
+            return
+        w.emit(1, f"_v{o} = np.empty({p * r})")  # a number times a row or a column
+        w.emit(1, f"for _i in range({p}):")
+        w.emit(2, f"for _j in range({r}):")
+        w.emit(3, f"_v{o}[{self._flat('_i', r, '_j')}] = "
+                  f"{w.value(a, self._flat('_i', q, '0'))} * "
+                  f"{w.value(b, self._flat('0', r, '_j'))}")
 
     def _guard(self, w: _Writer, ins: Guard) -> None:
         """``raise GuardFailed`` unless the guarded value reads as recorded (the caller
@@ -726,20 +756,18 @@ class NumbaProgram:
         elif isinstance(ins, MatMul):
             p, q, r = ins.p, ins.q, ins.r
             w.emit(1, f"_T{o}[:, :] = 0.0")
-            w.emit(1, f"_A = {self._matrix(ins.a, p, q)}")
-            w.emit(1, f"_B = {self._matrix(ins.b, q, r)}")
             w.emit(1, f"for _i in range({p}):")
             w.emit(2, f"for _l in range({q}):")
             w.emit(3, f"for _j in range({r}):")
-            w.emit(4, f"_o = _i * {r} + _j")
+            w.emit(4, f"_o = {self._flat('_i', r, '_j')}")
             if act[ins.a]:
-                w.emit(4, "_c = _B[_l, _j]")
-                w.emit(4, f"_e = _i * {q} + _l")
+                w.emit(4, f"_c = {self._entry('_v', ins.b, self._flat('_l', r, '_j'))}")
+                w.emit(4, f"_e = {self._flat('_i', q, '_l')}")
                 w.emit(4, f"for _k in range({K}):")
                 w.emit(5, f"_T{o}[_o, _k] += _c * _T{ins.a}[_e, _k]")
             if act[ins.b]:
-                w.emit(4, "_c = _A[_i, _l]")
-                w.emit(4, f"_e = _l * {r} + _j")
+                w.emit(4, f"_c = {self._entry('_v', ins.a, self._flat('_i', q, '_l'))}")
+                w.emit(4, f"_e = {self._flat('_l', r, '_j')}")
                 w.emit(4, f"for _k in range({K}):")
                 w.emit(5, f"_T{o}[_o, _k] += _c * _T{ins.b}[_e, _k]")
 
@@ -753,17 +781,7 @@ class NumbaProgram:
             return f"_a{s}" if sizes[s] == 1 else f"_a{s}[{at}]"
 
         if isinstance(ins, MatMul):
-            self._adjoint(w, o)
-            g = self._matrix(o, ins.p, ins.r, "_a")
-            for s, term in ((ins.a, f"({g} @ {self._matrix(ins.b, ins.q, ins.r)}.T)"),
-                            (ins.b, f"({self._matrix(ins.a, ins.p, ins.q)}.T @ {g})")):
-                if not act[s]:
-                    continue
-                if s in w.adjoints:
-                    w.emit(1, f"_a{s} += {term}.reshape(-1)")
-                else:  # the first contribution: no zeros to add to
-                    w.adjoints.add(s)
-                    w.emit(1, f"_a{s} = np.ascontiguousarray({term}).reshape(-1)")
+            self._matmul_adjoints(w, ins, act)
             return
         self._adjoint(w, o)
         if isinstance(ins, Select):
@@ -786,6 +804,48 @@ class NumbaProgram:
             w.emit(1, f"for _i in range({m}):")
             w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
             w.emit(3, f"{adj(s, f'{ind}[_p]')} += {dat}[_p] * {adj(o, '_i')}")
+
+    def _matmul_adjoints(self, w: _Writer, ins: MatMul, act: list[bool]) -> None:
+        """``a`` gets ``g @ b.T`` and ``b`` gets ``a.T @ g`` (``g``: the output's adjoint):
+        BLAS calls adding into the adjoints (the first contribution writes it), or scalar
+        loops for a small product."""
+        o, a, b, p, q, r = ins.out, ins.a, ins.b, ins.p, ins.q, ins.r
+        self._adjoint(w, o)
+        if not self._small_product(ins):
+            for s, call in ((a, f"False, True, {p}, {q}, {r}, _a{o}, _v{b}"),
+                            (b, f"True, False, {q}, {r}, {p}, _v{a}, _a{o}")):
+                if not act[s]:
+                    continue
+                beta = "1.0"
+                if s not in w.adjoints:  # the first contribution: no zeros to add to
+                    w.adjoints.add(s)
+                    w.emit(1, f"_a{s} = np.empty({self.low.sizes[s]})")
+                    beta = "0.0"
+                w.emit(1, f"_gemm({call}, _a{s}, {beta})")
+            return
+        for s in (a, b):
+            if act[s]:
+                self._adjoint(w, s)
+        depth, at = 1, {}
+        for var, extent in (("_i", p), ("_j", r), ("_l", q)):
+            at[var] = "0"
+            if extent > 1:
+                w.emit(depth, f"for {var} in range({extent}):")
+                at[var] = var
+                depth += 1
+            if var == "_j":
+                w.emit(depth, f"_ga = {self._entry('_a', o, self._flat(at['_i'], r, at['_j']))}")
+        ia = self._flat(at["_i"], q, at["_l"])
+        ib = self._flat(at["_l"], r, at["_j"])
+        if act[a]:
+            w.emit(depth, f"{self._entry('_a', a, ia)} += _ga * {self._entry('_v', b, ib)}")
+        if act[b]:
+            w.emit(depth, f"{self._entry('_a', b, ib)} += {self._entry('_v', a, ia)} * _ga")
+
+    def _entry(self, prefix: str, s: int, at: str) -> str:
+        """Entry ``at`` of value (``_v``) or adjoint (``_a``) ``s`` (one-entry ones are
+        numbers)."""
+        return f"{prefix}{s}" if self.low.sizes[s] == 1 else f"{prefix}{s}[{at}]"
 
     def _adjoint(self, w: _Writer, s: int) -> None:
         """``_a{s}`` from here on: zeros, unless it is already there."""
@@ -896,7 +956,8 @@ class NumbaProgram:
     # modules ----------------------------------------------------------------------------
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
-                 "import numpy as np", "from dualad.tape.program import GuardFailed", ""]
+                 "import numpy as np", "from dualad.tape.program import GuardFailed",
+                 "from dualad.tape.blas import gemm as _gemm", ""]
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
