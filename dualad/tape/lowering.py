@@ -301,7 +301,8 @@ def _lower_predicate(e: Operation, shapes: list[tuple[int, ...]], read: set[int]
 
 def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
                   found: list[tuple[int, int | None, int]]) -> MatMul:
-    """A matrix product of two computed values (1-D operands as a row or a column)."""
+    """A matrix product of two computed values (1-D operands as a row or a column; two
+    vectors: their dot product)."""
     if e.kw or len(e.template) != 2 or any(j is not None for _, j, _ in found):
         raise LoweringError(f"{e.op!r} with these arguments has no compiled form")
     by_pos = {pos: s for pos, _, s in found}
@@ -310,7 +311,7 @@ def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
         raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
     p, q = (1, sa[0]) if len(sa) == 1 else sa
     q2, r = (sb[0], 1) if len(sb) == 1 else sb
-    if q != q2 or p == r == 1:  # a dot product of two vectors: no matrix
+    if q != q2:
         raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
     return MatMul(e.out, by_pos[0], by_pos[1], None, None, p, q, r)
 
