@@ -13,6 +13,8 @@ instructions are:
 - :class:`Linear`: a first-order reduction (``np.sum``, ``np.mean``), a contraction with
   one constant operand, or a scatter-add (the gradient of indexing), as a constant sparse
   matrix;
+- :class:`MatMul`: a matrix product of two computed values (a declared contraction; or a
+  call of two computed vectors that probes as their dot product, ``np.inner``);
 - :class:`Guard`: a check that a value the recording depended on (a branch taken on a
   comparison, a number read from a value) reads as recorded; compiled code raises
   :class:`~dualad.tape.program.GuardFailed` when it does not, and the caller records again.
@@ -243,6 +245,10 @@ def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
         return _lower_scatter(e, slots, sizes, found, positions)
     if is_contraction(type(e.op)) and len(found) == 2:
         return _lower_matmul(e, slots, shapes, found)
+    if len(found) == 2:
+        dot = _as_dot_product(e, slots, shapes, found)
+        if dot is not None:
+            return dot
     return _lower_linear(e, slots, sizes, found)
 
 
@@ -314,6 +320,29 @@ def _lower_matmul(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     if q != q2:
         raise LoweringError(f"{e.op!r} of shapes {sa} and {sb} has no compiled form")
     return MatMul(e.out, by_pos[0], by_pos[1], None, None, p, q, r)
+
+
+def _as_dot_product(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
+                    found: list[tuple[int, int | None, int]]) -> MatMul | None:
+    """Two computed vectors of one length and a 0-d result that the call computes as their
+    dot product, probed at random vectors (``np.inner``, ``np.vdot``, ``np.vecdot`` of real
+    vectors): a :class:`MatMul` of a row and a column; else None."""
+    (pa, ja, sa), (pb, jb, sb) = found
+    if ja is not None or jb is not None or len(shapes[sa]) != 1 or \
+            shapes[sa] != shapes[sb] or shapes[e.out] != () or pa == pb:
+        return None
+    rng = np.random.default_rng(0)
+    n = shapes[sa][0]
+    for _ in range(3):
+        u, v = rng.standard_normal(n), rng.standard_normal(n)
+        try:
+            got = np.asarray(_probe_call(e, {(pa, None): u, (pb, None): v}, slots))
+        except Exception:  # noqa: BLE001 - a call that cannot be probed is not a dot product
+            return None
+        if got.shape != () or got.dtype.kind != "f" or \
+                not np.isclose(float(got), float(u @ v), rtol=1e-12, atol=1e-12):
+            return None
+    return MatMul(e.out, sa, sb, None, None, 1, n, 1)
 
 
 def _groups(shape: tuple[int, ...], axis: Any) -> np.ndarray:

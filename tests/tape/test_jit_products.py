@@ -11,6 +11,7 @@ import pytest
 import dualad as ad
 import dualad.tape.numba_backend as backend
 from dualad.diagnostics.gradcheck import numerical_jacobian
+from dualad.tape.jit import JitFallbackWarning
 
 pytestmark = [pytest.mark.usefixtures("kernel_cache"),  # see conftest.py
               pytest.mark.filterwarnings("ignore::dualad.tape.tape.TapeRetraceWarning")]
@@ -67,7 +68,13 @@ def dot_of_dots(x):  # a dot product read by another one
     return (x @ np.sin(x)) * (np.cos(x) @ np.cos(x)) + np.tanh(x) @ (x * (x @ x))
 
 
-SCALARS = [dot_sin_cos, dot_function, dot_with_itself, dot_of_one_entry, dot_of_dots]
+def inner_vdot_vecdot(x):  # other functions that are a dot product of two real vectors
+    return (np.inner(np.sin(x), x) + np.vdot(np.cos(x), x * x) + np.vecdot(x, np.exp(x))
+            + np.inner(x, x) + np.einsum("i,i", np.tanh(x), x))
+
+
+SCALARS = [dot_sin_cos, dot_function, dot_with_itself, dot_of_one_entry, dot_of_dots,
+           inner_vdot_vecdot]
 VECTORS = [dot_in_a_vector, number_times_row]
 POINTS = [np.linspace(0.1, 0.9, 5), np.array([-0.4, 1.3]), np.linspace(-1.0, 2.0, 12)]
 
@@ -137,3 +144,17 @@ def test_matrix_products_every_transpose(compiled, shapes):
                                        atol=1e-14)
             np.testing.assert_allclose(grad[k], numerical_jacobian(fn, (a, b), k), rtol=1e-6,
                                        atol=1e-8)
+
+
+def test_a_scalar_of_two_vectors_that_is_no_dot_product_is_refused():
+    """The dot-product form is probed: ``np.trapezoid(y, x)`` (two computed vectors, a 0-d
+    result) is not one and falls back (with ``fallback="error"``: raises)."""
+    def f(x):
+        return np.trapezoid(np.sin(x), x * x)
+
+    x = np.linspace(0.1, 0.9, 5)
+    with pytest.raises(ad.JitError, match="trapezoid"):
+        ad.jit(ad.grad(f), fallback="error")(x)
+    with pytest.warns(JitFallbackWarning, match="trapezoid"):
+        got = ad.jit(ad.grad(f))(x)
+    np.testing.assert_allclose(got, ad.grad(f)(x), rtol=1e-14)
