@@ -967,8 +967,9 @@ class NumbaProgram:
     # modules ----------------------------------------------------------------------------
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
-                 "import numpy as np", "from dualad.tape.program import GuardFailed",
-                 "from dualad.tape.blas import gemm as _gemm", ""]
+                 "import numpy as np", "from dualad.tape.program import GuardFailed", ""]
+        if any("_gemm(" in line for _, segment in w.segments for line in segment):
+            lines.insert(-1, "from dualad.tape.blas import gemm as _gemm")
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \

@@ -158,3 +158,20 @@ def test_a_scalar_of_two_vectors_that_is_no_dot_product_is_refused():
     with pytest.warns(JitFallbackWarning, match="trapezoid"):
         got = ad.jit(ad.grad(f))(x)
     np.testing.assert_allclose(got, ad.grad(f)(x), rtol=1e-14)
+
+
+def test_products_in_the_batch_loop():
+    """``.batch`` fuses the kernel into a loop over rows (buffers allocated once per
+    chunk, rows over threads): the BLAS calls and dot products write every entry again."""
+    def f(x):
+        a, b = np.sin(x[:6]).reshape(2, 3), np.cos(x[6:]).reshape(3, 2)
+        return np.tanh(a @ b).ravel() * (x[:3] @ x[3:6])
+
+    def loss(x):
+        return np.sum(f(x) ** 2)
+
+    xs = np.random.default_rng(5).standard_normal((20, 12))
+    for transform in (ad.jacobian(f), ad.grad(loss)):
+        got = ad.jit(transform, fallback="error").batch(xs)
+        np.testing.assert_allclose(got, np.stack([transform(x) for x in xs]), rtol=1e-12,
+                                   atol=1e-14)
