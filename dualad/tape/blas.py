@@ -1,5 +1,5 @@
 """Matrix products for generated Numba code: one call into BLAS ``dgemm`` on flat,
-row-major float64 buffers, transposes as flags.
+row-major float64 buffers, transposes as flags (and ``ddot`` for two vectors).
 
 Numba's ``@`` compiles its generic matrix-product code once per combination of operand
 layouts (C-contiguous, Fortran from ``.T``): about 0.5 s for the first in a process and
@@ -20,6 +20,9 @@ Example:
     >>> a, b = np.arange(6.0), np.arange(6.0) + 1.0
     >>> bool(np.array_equal(product(a, b), a.reshape(2, 3) @ b.reshape(3, 2)))
     True
+    >>> from dualad.tape.blas import dot
+    >>> float(numba.njit(lambda a, b: dot(6, a, b))(a, b)) == float(a @ b)
+    True
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.linalg import check_blas_return, ensure_blas
 
-__all__ = ["gemm"]
+__all__ = ["dot", "gemm"]
 
 _char = ir.IntType(8)
 _void_p = ir.IntType(8).as_pointer()
@@ -102,5 +105,37 @@ def gemm(typingctx: Any, trans_a: Any, trans_b: Any, m: Any, n: Any, k: Any, a: 
                                 data(vc, tys[7]), at_least_one(N)))
         check_blas_return(context, builder, res)
         return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def dot(typingctx: Any, n: Any, a: Any, b: Any) -> Any:
+    """``a[:n] @ b[:n]`` of flat C-contiguous float64 buffers, one BLAS ``ddot`` call
+    (vectorised: a scalar loop adds one product at a time, in order)."""
+    if not (_is_flat_float_array(a) and _is_flat_float_array(b) and
+            isinstance(n, types.Integer)):
+        return None
+    ensure_blas()
+    sig = types.float64(n, a, b)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        vn, va, vb = args
+        tys = signature.args
+        intp = context.get_value_type(types.intp)
+        double = context.get_value_type(types.float64)
+        result = cgutils.alloca_once_value(builder, ir.Constant(double, 0.0))
+        fnty = ir.FunctionType(ir.IntType(32), [_char, _char, intp, _void_p, _void_p, _void_p])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxdot")
+
+        def data(v: Any, t: Any) -> Any:
+            return builder.bitcast(context.make_array(t)(context, builder, v).data, _void_p)
+
+        res = builder.call(fn, (ir.Constant(_char, ord("d")), ir.Constant(_char, 0),
+                                context.cast(builder, vn, tys[0], types.intp),
+                                data(va, tys[1]), data(vb, tys[2]),
+                                builder.bitcast(result, _void_p)))
+        check_blas_return(context, builder, res)
+        return builder.load(result)
 
     return sig, codegen

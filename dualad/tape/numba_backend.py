@@ -639,17 +639,15 @@ class NumbaProgram:
 
     def _matmul_values(self, w: _Writer, ins: MatMul) -> None:
         """``out (p, r) = a (p, q) @ b (q, r)``: one BLAS call (:func:`dualad.tape.blas.gemm`,
-        the flat buffers read row-major), or scalar loops for a small product."""
+        the flat buffers read row-major; :func:`dualad.tape.blas.dot` for two vectors), or a
+        scalar loop for a number times a row or a column."""
         o, a, b, p, q, r = ins.out, ins.a, ins.b, ins.p, ins.q, ins.r
         if not self._small_product(ins):
             w.emit(1, f"_v{o} = np.empty({p * r})")
             w.emit(1, f"_gemm(False, False, {p}, {r}, {q}, _v{a}, _v{b}, _v{o}, 0.0)")
             return
-        if self.low.sizes[o] == 1:  # a dot product
-            w.emit(1, "_acc = 0.0")
-            w.emit(1, f"for _l in range({q}):")
-            w.emit(2, f"_acc += {w.value(a, '_l')} * {w.value(b, '_l')}")
-            w.emit(1, f"_v{o} = _acc")
+        if self.low.sizes[o] == 1:  # a dot product: BLAS ddot, as numpy calls it
+            w.emit(1, f"_v{o} = _v{a} * _v{b}" if q == 1 else f"_v{o} = _dot({q}, _v{a}, _v{b})")
             return
         w.emit(1, f"_v{o} = np.empty({p * r})")  # a number times a row or a column
         w.emit(1, f"for _i in range({p}):")
@@ -968,8 +966,9 @@ class NumbaProgram:
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
                  "import numpy as np", "from dualad.tape.program import GuardFailed", ""]
-        if any("_gemm(" in line for _, segment in w.segments for line in segment):
-            lines.insert(-1, "from dualad.tape.blas import gemm as _gemm")
+        for call in ("gemm", "dot"):
+            if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
+                lines.insert(-1, f"from dualad.tape.blas import {call} as _{call}")
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \
