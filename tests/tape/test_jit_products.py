@@ -5,6 +5,12 @@ compile-cost cap), against eager mode and central differences."""
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -175,3 +181,36 @@ def test_products_in_the_batch_loop():
         got = ad.jit(transform, fallback="error").batch(xs)
         np.testing.assert_allclose(got, np.stack([transform(x) for x in xs]), rtol=1e-12,
                                    atol=1e-14)
+
+
+_SCRIPT = """
+import numpy as np, dualad as ad
+def loss(w, x):
+    h = np.tanh(x @ w)
+    return np.sum(h.T @ h) + np.sin(x[0]) @ np.cos(x[1])
+g = ad.jit(ad.grad(loss, argnums=(0, 1)), fallback="error")
+w, x = np.linspace(-1.0, 1.0, 12).reshape(4, 3), np.linspace(0.5, 2.0, 20).reshape(5, 4)
+print(repr([a.tolist() for a in g(w, x)]))
+print(repr([a.tolist() for a in ad.grad(loss, argnums=(0, 1))(w, x)]))
+"""
+
+
+def test_blas_calls_load_from_the_disk_cache_in_a_new_process(tmp_path):
+    """Compiled code refers to the BLAS wrappers by name: a new process loads it from the
+    disk cache (the second run writes no cache file again) and gets the same numbers."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, DUALAD_KERNEL_CACHE=str(tmp_path), PYTHONPATH=str(root))
+    env.pop("NUMBA_CACHE_DIR", None)
+    outputs, files = [], []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                              text=True, cwd=root)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.splitlines())
+        files.append({p: p.stat().st_mtime_ns for p in (tmp_path / "tapes").rglob("*.nb*")})
+    assert files[0], "no Numba cache was written"
+    assert files[1] == files[0], "the second process compiled again"
+    assert outputs[0] == outputs[1]
+    compiled, eager = (ast.literal_eval(line) for line in outputs[0])
+    for c, e in zip(compiled, eager):
+        np.testing.assert_allclose(c, e, rtol=1e-12, atol=1e-14)
