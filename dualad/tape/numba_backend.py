@@ -707,7 +707,7 @@ class NumbaProgram:
         better = ">" if ins.largest else "<"
         start = "-np.inf" if ins.largest else "np.inf"
         for line in _zeros(f"_m{o}", m, 1, start) + _zeros(f"_n{o}", m, 1):
-            w.lines.append(line)
+            w.emit(0, line)
         w.emit(1, f"for _i in range({n}):")
         w.emit(2, f"_x = _v{s}[_i]")
         w.emit(2, f"_g = {G}[_i]")
@@ -861,7 +861,8 @@ class NumbaProgram:
             if self.low.sizes[s] == 1:
                 w.emit(1, f"_a{s} = 0.0")
             else:
-                w.lines.extend(_zeros(f"_a{s}", self.low.sizes[s], 1))
+                for line in _zeros(f"_a{s}", self.low.sizes[s], 1):
+                    w.emit(0, line)
 
     # passes -----------------------------------------------------------------------------
     def _values(self, w: _Writer, act: list[bool] | None = None) -> None:
