@@ -414,7 +414,8 @@ def partition(low: Lowered) -> Plan:
                 base, idx = resolve(ins.source, None)
                 r = region_for(sizes[ins.source], [(base, idx)])
                 inits[o] = ins.offset.copy()
-                c = float(coef[0]) if np.all(coef == coef[0]) else coef
+                c = float(coef[0]) if coef.size and np.all(coef == coef[0]) else (
+                    coef if coef.size else 1.0)  # an empty sum: nothing to scale
                 call = "x" if isinstance(c, float) and c == 1.0 else (
                     f"x * {c!r}" if isinstance(c, float) else "x * _c")
                 r.nodes.append(Node(o, call, ("x",), [read(r, base, idx)], [],
