@@ -242,8 +242,9 @@ def _extremum_weights(x: Any, out: Any, axes: tuple, keepdims: bool, p: dict) ->
     w = _where(p)
     if w is not None:
         hit = hit & np.broadcast_to(w, shape)
-    if w is None and type(hit) is np.ndarray and \
-            _count_nonzero(hit) == (out.size if type(out) is np.ndarray else np.size(out)):
+    if w is None and type(hit) is np.ndarray and p.get("initial", _NoValue) is _NoValue \
+            and _count_nonzero(hit) == (out.size if type(out) is np.ndarray else np.size(out)) \
+            and not np.isnan(out).any():  # every slice hit (not NaN, no initial=): no ties
         return hit  # one maximum per slice (no ties): the mask itself
     return hit / np.maximum(np.add.reduce(hit, axis=axes, keepdims=True), 1.0)
 

@@ -49,7 +49,7 @@ from ..derivatives.registry import rules
 from ..derivatives.scalar_forms import scalar_forms
 from .interpreter_source import HEADER, WIDTH, interpreter_source, map_key, predicate_key
 from .lowering import Const, Gather, Guard, Linear, Lowered, LoweringError, Map, MatMul, Select
-from .program import GuardFailed
+from .program import GuardFailed, NanTangents
 from .regions import compose_gathers
 
 __all__ = ["InterpretedProgram", "interpreter_module"]
@@ -300,7 +300,8 @@ class _Encoder:
         out = self.output(ins.out)
         counts = self.values(m)
         self.record(self.opcode("select"), ins.group.size, out, self.base[s], 1, counts, 0,
-                    p=self.ints(ins.group), q=self.floats([1.0 if ins.largest else 0.0]), m=m,
+                    p=self.ints(ins.group), q=self.floats([1.0 if ins.largest else 0.0,
+                                                     1.0 if ins.ignores_nan else 0.0]), m=m,
                     writes=ins.out, reads=(self.ident(s),))
 
     def guard(self, ins: Guard) -> None:
@@ -690,11 +691,15 @@ class InterpretedProgram:
         self.passes.add("jacobian")
         run, C, F, order, pack = self.module.jacobian, self.code, self.floats, self.all, \
             self._pack
+        o = self._differentiated(single=False)
+        at, m = self.position[o], self.low.sizes[o]
 
         def tangents(*inputs: Any) -> Any:
             status, V, T = run(pack(inputs), C, F, order, active, flags, seeds, K)
             if status:
                 raise GuardFailed
+            if np.isnan(T[at:at + m]).any():  # eager forward mode is NaN-safe
+                raise NanTangents
             return finish(V, T)
 
         return tangents

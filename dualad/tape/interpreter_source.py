@@ -256,8 +256,10 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "        for _k in range(K):",
                       "            T[_o + _i, _k] += _c * T[_s, _k]"], whole=True)
     # select: n source entries at _a, groups at C[_p:], _m outputs at _o, tie counts at _b;
-    # F[_q] is 1.0 for the largest entry, 0.0 for the smallest
+    # F[_q] is 1.0 for the largest entry, 0.0 for the smallest; F[_q + 1] is 1.0 where NaN
+    # entries are skipped (np.nanmax: a group of NaNs gives NaN), 0.0 where one gives NaN
     forward.add(sel, ["_big = F[_q] != 0.0",
+                      "_skip = F[_q + 1] != 0.0",
                       "for _i in range(_m):",
                       "    V[_o + _i] = -np.inf if _big else np.inf",
                       "    V[_b + _i] = 0.0",
@@ -268,20 +270,27 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                       "        V[_o + _d] = _x",
                       "        V[_b + _d] = 1.0",
                       "    elif _x == V[_o + _d]:",
-                      "        V[_b + _d] += 1.0"], whole=True)
+                      "        V[_b + _d] += 1.0",
+                      "    elif _x != _x and not _skip:",
+                      "        V[_o + _d] = _x",
+                      "if _skip:",
+                      "    for _i in range(_m):",
+                      "        if V[_b + _i] == 0.0:",
+                      "            V[_o + _i] = np.nan"], whole=True)
     backward.add(sel, ["for _i in range(_n):",
                        "    _d = C[_p + _i]",
                        "    if V[_a + _i] == V[_o + _d]:",
-                       "        A[_a + _i] += A[_o + _d] / V[_b + _d]"], whole=True)
+                       "        A[_a + _i] += A[_o + _d] / V[_b + _d]",
+                       "    else:",  # weight 0, as eager: an infinite adjoint gives NaN
+                       "        A[_a + _i] += 0.0 * A[_o + _d]"], whole=True)
     tangent.add(sel, ["for _i in range(_m):",
                       "    for _k in range(K):",
                       "        T[_o + _i, _k] = 0.0",
                       "for _i in range(_n):",
                       "    _d = C[_p + _i]",
-                      "    if V[_a + _i] == V[_o + _d]:",
-                      "        _c = 1.0 / V[_b + _d]",
-                      "        for _k in range(K):",
-                      "            T[_o + _d, _k] += _c * T[_a + _i, _k]"], whole=True)
+                      "    _c = 1.0 / V[_b + _d] if V[_a + _i] == V[_o + _d] else 0.0",
+                      "    for _k in range(K):",  # weight 0 as eager: inf gives NaN
+                      "        T[_o + _d, _k] += _c * T[_a + _i, _k]"], whole=True)
     # matmul: (_n, _q) at _a times (_q, _m) at _b, row-major, into (_n, _m) at _o
     mm = ops["matmul"]
     forward.add(mm, ["for _i in range(_n):",

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arguments import as_dtype, derivative_dtype
 from ..core.errors import DualadError, MissingRuleError
 from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
@@ -49,7 +50,7 @@ from ..sparsity.detection import jacobian_sparsity
 from .interpreter import InterpretedProgram, interpret
 from .lowering import LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
-from .program import GuardFailed
+from .program import GuardFailed, NanTangents, fresh
 from .tape import Tape, check_input_guards
 
 __all__ = ["JitError", "JitFallbackWarning", "Jitted", "jit"]
@@ -81,6 +82,10 @@ _REPLAY = _Miss()  # a recording whose compiled guards fail where it was recorde
 _PENDING = _Miss()  # a recording compiling in the background: the replay serves meanwhile
 _LATER = _Miss()  # a recording whose build would wait for the interpreter's first compile
 _F8 = np.dtype(np.float64)
+#: The transforms whose derivatives come back in a float32 argument's dtype, as eager.
+_CAST = ("grad", "value_and_grad", "jacobian")
+#: The transforms compiled as forward mode whatever their ``mode``.
+_FORWARD = ("jacobian", "ode_jacobian", "sparse_jacobian")
 
 
 class _Entry:
@@ -138,6 +143,7 @@ class Jitted:
         self._coloring = coloring
         self._rebuild = mark.rebuild if mark is not None else None
         self._python: Callable[..., Any] | None = None
+        self._forward_python: Callable[..., Any] | None = None
         self._entries: dict[int, Any] = {}  # _Entry, None (replays) or _REPLAY
         self._why_not: str | None = None
         self._fast_entry: _Entry | None = None
@@ -166,13 +172,20 @@ class Jitted:
                 self._python = self.fn
             elif self.kind == "value":
                 self._python = self.tape
-            elif self._rebuild is not None:
-                # "auto" would first evaluate the tape with recording paused: forward
-                overrides = {"mode": "forward"} if self.options.get("mode") == "auto" else {}
-                self._python = self._rebuild(self.tape, **overrides)
+            elif self._rebuild is not None:  # mode="auto" chooses as eager mode does (at
+                self._python = self._rebuild(self.tape)  # a NaN, the modes differ)
             else:  # pragma: no cover - every mark has rebuild
                 self._python = self.fn
         return self._python
+
+    def forward_python(self) -> Callable[..., Any]:
+        """The transform of the tape in forward mode, as the compiled code computes it
+        whatever the ``mode``: it answers the calls whose compiled tangents hold a NaN
+        (eager forward mode is NaN-safe there; see NanTangents)."""
+        if self._forward_python is None:
+            self._forward_python = self._rebuild(self.tape, mode="forward") if \
+                self.kind in _FORWARD and self._rebuild is not None else self.python()
+        return self._forward_python
 
     def _not_compiled(self, why: str, instead: str = "as the tape's Python replay") -> None:
         message = f"ad.jit({self.__name__}): cannot compile {why}; it runs {instead} instead."
@@ -195,8 +208,8 @@ class Jitted:
             return self.fn(*args)
         tape = self.tape
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
-        if traced:  # an outer transform traces through: the tape's dispatching replay
-            return self.python()(*args)
+        if traced or _complex(key):  # an outer transform traces through, or complex
+            return self.python()(*args)  # values: the tape's replay (compiled: float64)
         try:
             programs = tape._programs_for(args, key, inputs, ranges)
         except MissingRuleError as exc:  # no tape of it: the function itself, eagerly
@@ -239,6 +252,10 @@ class Jitted:
                     return self.python()(*args)
                 try:
                     result = entry.finish(entry.kernel(*values))
+                    if self.kind in _CAST:  # float32 arguments: float32 derivatives
+                        result = self._as_argument_dtypes(result, args)
+                except NanTangents:  # eager forward mode may have a number there
+                    return self.forward_python()(*args)
                 except GuardFailed:
                     if recorded:  # a guard read in the last bit otherwise than numpy
                         self._entries[id(program)] = _REPLAY  # did (C library vs numpy's
@@ -252,6 +269,27 @@ class Jitted:
             tried.extend(programs)
             programs = tape._rerecord(args, key, inputs, tried)
             recorded = True
+
+    def _as_argument_dtypes(self, result: Any, args: tuple) -> Any:
+        """The derivatives in ``result`` in the dtypes eager mode hands them back in: a
+        float32 (float16, ...) argument's as float32; float64 otherwise."""
+        single = isinstance(self.argnums, (int, np.integer))
+        nums = [self.argnums] if single else list(self.argnums)
+        dtypes = [derivative_dtype(args[int(a)]) for a in nums]
+        if all(d is None for d in dtypes):
+            return result
+
+        def cast(ds: Any) -> Any:
+            if single:
+                return as_dtype(ds, dtypes[0])
+            return tuple(as_dtype(d, t) for d, t in zip(ds, dtypes))
+
+        aux = bool(self.options.get("has_aux"))
+        if self.kind == "value_and_grad":
+            return result[0], cast(result[1])
+        if aux:  # grad, jacobian: (derivatives, aux)
+            return cast(result[0]), result[1]
+        return cast(result)
 
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
         """A ``__call__`` for arguments like ``args``, which hands them to the compiled
@@ -269,19 +307,23 @@ class Jitted:
         for name, a in zip(names, args):
             if type(a) is float or type(a) is np.float64:
                 passed.append(name)
+                if self.kind in _CAST:  # the compiled code would take a float32 too
+                    checks.append(f"type({name}) in FLOATS")
             elif type(a) is np.ndarray and a.dtype == _F8:
-                if a.ndim == 1 and a.size > 1:
+                if a.ndim == 1 and a.size > 1:  # the compiled code refuses other dtypes
                     passed.append(name)
                     continue
-                checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r}")
+                checks.append(f"type({name}) is ndarray and {name}.shape == {a.shape!r} "
+                              f"and {name}.dtype is F8")
                 passed.append(f"{name}.item()" if a.size == 1 else
                               f"ascontiguous({name}).reshape(-1)")
             else:
                 return
-        namespace = {"FINISH": entry.finish, "ndarray": np.ndarray,
+        namespace = {"FINISH": entry.finish, "ndarray": np.ndarray, "F8": _F8,
+                     "FLOATS": (float, np.float64),
                      "ascontiguous": np.ascontiguousarray, "asarray": np.asarray,
                      "MISS": _MISS,
-                     "REFUSED": (TypeError, GuardFailed)}
+                     "REFUSED": (TypeError, GuardFailed, NanTangents)}
         kernel = entry.kernel
         if isinstance(kernel, functools.partial):  # constant arrays: globals of the call
             for k, bound in enumerate(kernel.args):
@@ -404,8 +446,8 @@ class Jitted:
             return _NOT_HERE
         try:
             _first_call(kernel, [_kernel_input(v) for v in values])
-        except GuardFailed:  # compiled; the call that follows tries the next recording
-            pass
+        except (GuardFailed, NanTangents):  # compiled; the call that follows tries the
+            pass  # next recording, or replays
         if isinstance(code, InterpretedProgram):
             code.note_compiled()
         dispatcher = getattr(kernel, "func", kernel)
@@ -537,11 +579,20 @@ class Jitted:
             if rows.shape[1] == 1:
                 rows = rows.reshape(-1)
             others = [_kernel_input(a) for a in args]
-            raw = np.shape(entry.kernel(rows[0], *others))  # the kernel's own shape
-            out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + raw)
             try:
-                loop(out, rows, *others)
-            except GuardFailed:  # rows that other recordings cover: one call each
+                raw = np.shape(entry.kernel(rows[0], *others))  # the kernel's own shape
+                out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + raw)
+                try:
+                    loop(out, rows, *others)
+                except NanTangents as exc:  # rows with a NaN: as eager mode has them
+                    if not exc.args:
+                        raise
+                    result = out.reshape((len(xs),) + first.shape)
+                    for b in exc.args[0]:
+                        result[b] = self.forward_python()(xs[b], *args)
+                    return result
+            except (GuardFailed, NanTangents):  # rows that other recordings cover, or
+                # whose NaN eager forward mode may not have: one call each
                 return np.stack([first] + [self._call((x,) + args) for x in xs[1:]])
             return out.reshape((len(xs),) + first.shape)
         results = [first] + [self._call((x,) + args) for x in xs[1:]]
@@ -562,12 +613,17 @@ class Jitted:
         return found
 
 
+def _complex(key: Any) -> bool:
+    """Whether a tape's key of arguments has a complex leaf."""
+    return any(type(k) is tuple and k[-1:] == ("complex",) for k in key[0])
+
+
 def _first_call(kernel: Callable[..., Any], values: list[Any]) -> None:
     """Compile (or load from the disk cache) now; a corrupt cache entry is rebuilt."""
     try:
         kernel(*values)
-    except GuardFailed:  # compiled, and a guard fails at these values: the caller's turn
-        raise
+    except (GuardFailed, NanTangents):  # compiled, and a guard fails at these values (or
+        raise  # a NaN): the caller's turn
     except Exception:  # noqa: BLE001 - unreadable cache files: compile afresh
         forget_compiled(kernel)
         kernel(*values)
@@ -602,8 +658,11 @@ def _value_and_gradients(r: Any) -> Any:
     return np.asarray(r[0]), tuple(_array(g) for g in r[1])
 
 
-def _outputs(program: Any) -> Callable[[Any], Any]:
-    """The function's result (a tree) from the tuple of its computed outputs."""
+def _outputs(program: Any, number: Callable[[float], Any] = np.float64
+             ) -> Callable[[Any], Any]:
+    """The function's result (a tree) from the tuple of its computed outputs; a computed
+    number (the compiled code's float) as ``number`` makes it: numpy's ``np.float64`` as
+    eager mode's values have it, a 0-d array as eager ``has_aux`` hands back aux values."""
     from ..core.trees import tree_unflatten
 
     layout = [(is_slot, v) for is_slot, v in program.outputs]
@@ -611,7 +670,8 @@ def _outputs(program: Any) -> Callable[[Any], Any]:
 
     def finish(computed: tuple) -> Any:
         found = iter(computed)
-        leaves = [next(found) if is_slot else v for is_slot, v in layout]
+        leaves = [fresh(v) if not is_slot else number(c) if type(c := next(found)) is float
+                  else c for is_slot, v in layout]
         return tree_unflatten(spec, leaves) if spec is not None else leaves[0]
 
     return finish
@@ -619,7 +679,7 @@ def _outputs(program: Any) -> Callable[[Any], Any]:
 
 def _aux_tree(program: Any) -> Callable[[tuple], Any]:
     """``has_aux``: the auxiliary tree from the computed outputs after the first."""
-    whole = _outputs(program)
+    whole = _outputs(program, np.asarray)
     first = program.outputs[0]
 
     def aux(rest: tuple) -> Any:

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,12 +130,15 @@ class MatMul:
 @dataclass
 class Select:
     """``out[g] = max`` (or ``min``) over the entries ``i`` of ``source`` with
-    ``group[i] == g``; ties share the derivative equally."""
+    ``group[i] == g``; ties share the derivative equally. A NaN entry makes its group's
+    result NaN (``np.max``), or with ``ignores_nan`` is skipped, a group of NaNs giving NaN
+    (``np.nanmax``)."""
 
     out: int
     source: int
     group: np.ndarray
     largest: bool
+    ignores_nan: bool = False
 
 
 @dataclass
@@ -587,7 +591,12 @@ def _as_selection(e: Operation, slots: list[Any], pos: int, s: int,
         expected = np.full(n_out, -np.inf if largest else np.inf)
         ufunc.at(expected, group, r)
         if np.array_equal(got, expected):
-            return Select(e.out, s, group, largest)
+            r[0] = np.nan  # np.max gives NaN, np.nanmax the largest of the others (a
+            with warnings.catch_warnings():  # group of one entry: NaN either way)
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
+                                 dtype=np.float64).ravel()
+            return Select(e.out, s, group, largest, not np.isnan(got[group[0]]))
     return None
 
 

@@ -51,6 +51,7 @@ from ..derivatives.language import numba_scalar_call
 from .cost_bound import CostBound
 from .glue import assemble
 from .lowering import Guard, Linear, Lowered, LoweringError, MatMul, Select
+from .program import NanTangents
 from .pruning import prune
 from .regions import NUMPY_FASTER, Node, Read, Region, Step, index_source, partition
 
@@ -716,6 +717,13 @@ class NumbaProgram:
         w.emit(3, f"_n{o}[_g] = 1.0")
         w.emit(2, f"elif _x == _m{o}[_g]:")
         w.emit(3, f"_n{o}[_g] += 1.0")
+        if not ins.ignores_nan:  # a NaN stays: no entry compares with it
+            w.emit(2, "elif _x != _x:")
+            w.emit(3, f"_m{o}[_g] = _x")
+        else:  # none counted: every entry NaN
+            w.emit(1, f"for _g in range({m}):")
+            w.emit(2, f"if _n{o}[_g] == 0.0:")
+            w.emit(3, f"_m{o}[_g] = np.nan")
         w.emit(1, f"_v{o} = _m{o}[0]" if m == 1 else f"_v{o} = _m{o}")
 
     def _linear(self, w: _Writer, ins: Linear) -> None:
@@ -760,6 +768,9 @@ class NumbaProgram:
             w.emit(2, f"if _v{s}[_i] == _m{o}[_g]:")
             w.emit(3, f"for _k in range({K}):")
             w.emit(4, f"_T{o}[_g, _k] += _T{s}[_i, _k] / _n{o}[_g]")
+            w.emit(2, "else:  # weight 0, as eager mode: an infinite tangent gives NaN")
+            w.emit(3, f"for _k in range({K}):")
+            w.emit(4, f"_T{o}[_g, _k] += 0.0 * _T{s}[_i, _k]")
         elif isinstance(ins, MatMul):
             p, q, r = ins.p, ins.q, ins.r
             w.emit(1, f"_T{o}[:, :] = 0.0")
@@ -801,6 +812,8 @@ class NumbaProgram:
             w.emit(1, f"for _i in range({ins.group.size}):")
             w.emit(2, f"if _v{s}[_i] == _m{o}[{G}[_i]]:")
             w.emit(3, f"_a{s}[_i] += {ga} / _n{o}[{G}[_i]]")
+            w.emit(2, "else:  # weight 0, as eager mode: an infinite adjoint gives NaN")
+            w.emit(3, f"_a{s}[_i] += 0.0 * {ga}")
         elif isinstance(ins, Linear):
             s = ins.source
             if not act[s]:
@@ -897,7 +910,7 @@ class NumbaProgram:
         parameter per wanted slot, ``K`` = 1). ``values``: the output's values are kept."""
         sizes = self.low.sizes
         if not values and all(s != self.out for s in self._read_slots()) and \
-                all(s != self.out for _, s in self.outputs[1:]):
+                all(not is_slot or s != self.out for is_slot, s in self.outputs[1:]):
             w.unneeded.add(self.out)  # a Jacobian's output: its values are not returned
         offsets, col = {}, 0
         for s in wanted:
@@ -966,7 +979,8 @@ class NumbaProgram:
     # modules ----------------------------------------------------------------------------
     def _module(self, name: str, w: _Writer, params: list[str]) -> Callable[..., Any]:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
-                 "import numpy as np", "from dualad.tape.program import GuardFailed", ""]
+                 "import numpy as np",
+                 "from dualad.tape.program import GuardFailed, NanTangents", ""]
         for call in ("gemm", "dot"):
             if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
                 lines.insert(-1, f"from dualad.tape.blas import {call} as _{call}")
@@ -1057,6 +1071,7 @@ class NumbaProgram:
         tail = f", {self._aux()}" if aux else ""
         if act[o]:
             self._tangents(w, act, wanted, K)
+            _refuse_nan(w, f"_T{o}", low.sizes[o], K)
             w.emit(1, f"return _T{o}.reshape({self._shape_literal(shape)}){tail}")
         else:
             self._values(w)
@@ -1090,21 +1105,29 @@ class NumbaProgram:
             self._tangents(w, act, wanted, c, colors=C)
             K = sum(low.sizes[s] for s in wanted)
             if dense is not None and _scatter_directly(w, o, C, m, K):
+                _nan_exit(w)
                 w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
                 fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
                 return fn
             w.emit(1, f"_B = _T{o}")
             R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
+            w.emit(1, "_ok = True  # no NaN read (see NanTangents)")
             if dense is not None:
                 w.emit(1, f"_D = np.zeros(({m}, {K}))  # written at fixed entries")
                 w.emit(1, f"for _e in range({nnz}):")
-                w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _B[{R}[_e], {C}[{Q}[_e]]]")
-                w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
+                w.emit(2, f"_b = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _b")
+                w.emit(2, "_ok &= _b == _b")
+                result = f"_D.reshape({self._shape_literal(dense)})"
             else:
                 w.emit(1, f"_data = np.empty({nnz})")
                 w.emit(1, f"for _e in range({nnz}):")
-                w.emit(2, f"_data[_e] = _B[{R}[_e], {C}[{Q}[_e]]]")
-                w.emit(1, "return _data")
+                w.emit(2, f"_b = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(2, "_data[_e] = _b")
+                w.emit(2, "_ok &= _b == _b")
+                result = "_data"
+            _nan_exit(w)
+            w.emit(1, f"return {result}")
         elif dense is not None:
             self._values(w)
             w.emit(1, f"return np.zeros({self._shape_literal(dense)})")
@@ -1247,6 +1270,23 @@ class NumbaProgram:
         return fn
 
 
+def _refuse_nan(w: _Writer, name: str, m: int, K: int) -> None:
+    """Raise NanTangents where the tangent rows ``name`` (``m`` x ``K``) hold a NaN: eager
+    forward mode, NaN-safe, may hold a number there (see NanTangents)."""
+    w.emit(1, "_ok = True")
+    w.emit(1, f"for _i in range({m}):")  # no branch in the loop: it vectorises
+    w.emit(2, f"for _k in range({K}):")
+    w.emit(3, f"_ok &= {name}[_i, _k] == {name}[_i, _k]")
+    _nan_exit(w)
+
+
+def _nan_exit(w: _Writer) -> None:
+    """Raise NanTangents where ``_ok`` says a NaN was written (a batch loop marks the row
+    instead: :func:`_fused_batch_source`)."""
+    w.emit(1, "if not _ok:")
+    w.emit(2, "raise NanTangents()")
+
+
 def _scatter_directly(w: _Writer, o: int, colors: str, m: int, K: int) -> bool:
     """Rewrite the output's compressed tangent rows ``_T{o}`` as writes into the dense
     Jacobian ``_D`` at the input's own column, when every partial the output receives is
@@ -1268,12 +1308,15 @@ def _scatter_directly(w: _Writer, o: int, colors: str, m: int, K: int) -> bool:
             if alloc.match(line) and not allocated:
                 allocated = True
                 plan.append((lines, i, f"    _D = np.zeros(({m}, {K}))  # written at fixed "
-                                       f"entries"))
+                                       f"entries\n    _ok = True  # no NaN written"))
             elif clear.match(line) and i > 0 and loop.match(lines[i - 1]):
                 plan += [(lines, i - 1, None), (lines, i, None)]
             elif (found := seeded.match(line)) is not None:
                 indent, row, col, value = found.groups()
-                plan.append((lines, i, f"{indent}_D[{row}, {col}] += {value}"))
+                text = f"{indent}_D[{row}, {col}] += {value}"
+                if _constant_partial(value) is None:  # one comparison, no branch
+                    text += f"\n{indent}_ok &= {value} == {value}"
+                plan.append((lines, i, text))
             else:
                 return False
     if not allocated:
@@ -1281,7 +1324,7 @@ def _scatter_directly(w: _Writer, o: int, colors: str, m: int, K: int) -> bool:
     for lines, i, text in plan:
         lines[i] = "" if text is None else text
     for _, lines in w.segments:
-        lines[:] = [line for line in lines if line != ""]
+        lines[:] = [part for line in lines if line != "" for part in line.split("\n")]
     return True
 
 
@@ -1298,17 +1341,28 @@ def compile_cost(segments: list[tuple[str, list[str]]]) -> float:
 class BatchLoop:
     """``loop(out, xs, *other_inputs)``: a compiled entry applied to each row of ``xs``,
     its result written into ``out[row]``; ``zeroed``: ``out`` must start as zeros (the
-    loop writes only the structurally nonzero entries of a compressed dense Jacobian)."""
+    loop writes only the structurally nonzero entries of a compressed dense Jacobian).
+    Rows whose forward-mode result holds a NaN raise ``NanTangents(rows)`` after the loop
+    (the other rows are written)."""
 
-    def __init__(self, fn: Callable[..., Any], zeroed: bool, parallel: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], zeroed: bool, parallel: bool,
+                 nan_rows: bool = False) -> None:
         self.fn, self.zeroed, self.parallel = fn, zeroed, parallel
+        self.nan_rows = nan_rows  # the loop marks rows with a NaN instead of raising
 
     def __call__(self, out: np.ndarray, xs: np.ndarray, *others: Any) -> Any:
+        head: tuple = ()
         if self.parallel:
             import numba
 
-            return self.fn(numba.get_num_threads(), out, xs, *others)
-        return self.fn(out, xs, *others)
+            head = (numba.get_num_threads(),)
+        if not self.nan_rows:
+            return self.fn(*head, out, xs, *others)
+        marks = np.zeros(xs.shape[0], dtype=np.bool_)
+        result = self.fn(*head, out, xs, marks, *others)
+        if marks.any():
+            raise NanTangents(np.flatnonzero(marks))
+        return result
 
 
 def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False
@@ -1354,13 +1408,13 @@ def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = Fal
             f"    for _b in {loop}(_xs.shape[0]):",
             f"        _out[_b] = _K({call})",
             "    return _out"]) + "\n"
-        fused = (source, [], False, parallel)
-    source, constants, zeroed, parallel = fused
+        fused = (source, [], False, parallel, False)
+    source, constants, zeroed, parallel, nan_rows = fused
     batch = import_kernel_module(source, subdirectory="tapes").tape_batch
     values = [getattr(module, name) for name in constants]
     if bound or values:  # the module's constant arrays as arguments: parallel code caches
         batch = functools.partial(batch, *values, *bound)
-    return BatchLoop(batch, zeroed, parallel)
+    return BatchLoop(batch, zeroed, parallel, nan_rows)
 
 
 _EMPTY = re.compile(r"^    (\w+) = np\.empty\((\d+|\(\d+, \d+\))\)$")
@@ -1370,15 +1424,17 @@ _GLOBAL = re.compile(r"^(_G\d+) = np\.array\(")
 
 
 def _fused_batch_source(source: str, name: str, parallel: bool
-                        ) -> tuple[str, list[str], bool, bool] | None:
-    """``(module source, constant arrays passed as arguments, out zeroed?, parallel)`` of
+                        ) -> tuple[str, list[str], bool, bool, bool] | None:
+    """``(module source, constant arrays passed as arguments, out zeroed?, parallel, rows
+    with a NaN marked?)`` of
     a batch loop around the body of the kernel ``name`` in ``source``: the first input
     ``_x0`` is row ``_b`` of ``_xs``, the returned value is written into ``_out[_b]``, and
     the function-level ``np.empty`` buffers are allocated once per chunk of rows (every
     correct body writes such a buffer before reading it, so a row may start from the last
     row's contents). A dense result scattered at fixed entries is scattered into
     ``_out[_b]`` directly (``out`` zeroed by the caller). A body that raises (guards) runs
-    serially. None when the source has another form."""
+    serially; a forward-mode body's NaN check marks its row in ``_nan_rows`` instead of
+    raising. None when the source has another form."""
     lines = source.splitlines()
     found = [i for i, line in enumerate(lines) if line.startswith(f"def {name}(")]
     if len(found) != 1 or not lines[found[0] - 1].startswith("@numba.njit("):
@@ -1407,11 +1463,17 @@ def _fused_batch_source(source: str, name: str, parallel: bool
             hoisted.append(line)
         else:
             kept.append(line)
+    nan_rows = False
+    for i in range(len(kept) - 1):
+        if kept[i] == "    if not _ok:" and kept[i + 1] == "        raise NanTangents()":
+            kept[i + 1], nan_rows = "        _nan_rows[_b] = True", True
     parallel = parallel and not any("raise" in line for line in kept)
     constants = [m.group(1) for m in map(_GLOBAL.match, lines[:at]) if m] if parallel else []
     head = lines[:at - 1]
     new_params = constants + ["_out" if p == "_x0" else p for p in params]
     new_params.insert(new_params.index("_out") + 1, "_xs")
+    if nan_rows:
+        new_params.insert(new_params.index("_xs") + 1, "_nan_rows")
     if parallel:  # numba.get_num_threads() inside would keep the code from the disk cache
         new_params.insert(new_params.index("_out"), "_threads")
     inner = ["    _x0 = _xs[_b]"] + kept + ([f"    _out[_b] = {result}"] if result else [])
@@ -1429,4 +1491,4 @@ def _fused_batch_source(source: str, name: str, parallel: bool
         f'@numba.njit(cache=True, error_model="numpy", parallel={parallel})',
         f"def tape_batch({', '.join(new_params)}):"] + checks + loop + inner +
         ["    return _out"]) + "\n"
-    return text, constants, zeroed, parallel
+    return text, constants, zeroed, parallel, nan_rows

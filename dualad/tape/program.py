@@ -26,7 +26,7 @@ from ..core.unbroadcast import unbroadcast
 from ..derivatives.kinds import cotangent_term, rule_kinds
 from ..reverse_mode.backward import _NEEDS, no_gradient_error
 
-__all__ = ["Operation", "GuardFailed", "guard_holds", "Program", "accumulate", "with_zeros"]
+__all__ = ["Operation", "GuardFailed", "NanTangents", "guard_holds", "Program", "accumulate", "with_zeros"]
 
 
 class Operation:
@@ -72,8 +72,21 @@ class Operation:
         return kw
 
 
+def fresh(v: Any) -> Any:
+    """A constant output as handed back: an array copied (a caller may write into it; the
+    next call must not see that)."""
+    return v.copy() if type(v) is np.ndarray else v
+
+
 class GuardFailed(Exception):
     """A replayed value differs from the recorded one where the recording depended on it."""
+
+
+class NanTangents(Exception):
+    """A compiled forward-mode result holds a NaN where eager forward mode may hold a
+    number: eager mode's tangent products are NaN-safe (an exactly zero tangent times an
+    infinite or NaN partial gives zero), compiled code's are not. Only entries that are
+    NaN can differ, so the caller answers such a call from the tape's replay."""
 
 
 _READERS: dict[str, Callable[[Any], Any]] = {
@@ -163,7 +176,7 @@ class Program:
         return slots, kept
 
     def output_values(self, slots: list[Any]) -> list[Any]:
-        return [slots[v] if is_slot else v for is_slot, v in self.outputs]
+        return [slots[v] if is_slot else fresh(v) for is_slot, v in self.outputs]
 
     # backward ----------------------------------------------------------------------------
     def plan(self, wanted: tuple[int, ...]) -> list[tuple[Any, ...]]:

@@ -95,8 +95,9 @@ class _Compiler:
         return True
 
     def outputs(self) -> str:
-        items = [f"v{v}" if is_slot else self.bind(f"o{i}", v)
-                 for i, (is_slot, v) in enumerate(self.program.outputs)]
+        items = [f"v{v}" if is_slot else self.bind(f"o{i}", v) + (
+                 ".copy()" if hasattr(v, "copy") and hasattr(v, "shape") else "")  # a
+                 for i, (is_slot, v) in enumerate(self.program.outputs)]  # caller's own
         return "[" + ", ".join(items) + "]"
 
     def backward(self, wanted: tuple[int, ...], seed_slot: int) -> None:

@@ -435,7 +435,7 @@ def partition(low: Lowered) -> Plan:
             src = materialize(ins.source)
             ins = Linear(o, src, ins.indptr, ins.indices, ins.data, ins.offset)
         elif isinstance(ins, Select):
-            ins = Select(o, materialize(ins.source), ins.group, ins.largest)
+            ins = Select(o, materialize(ins.source), ins.group, ins.largest, ins.ignores_nan)
         elif isinstance(ins, MatMul):
             ins = MatMul(o, materialize(ins.a), materialize(ins.b), ins.a_const, ins.b_const,
                          ins.p, ins.q, ins.r)
