@@ -45,7 +45,7 @@ from .interpreter import InterpretedProgram, interpret
 from .jit import JitError, JitFallbackWarning, Jitted, _first_call, _kernel_input
 from .lowering import Lowered, LoweringError, lower
 from .numba_backend import NumbaProgram
-from .program import GuardFailed
+from .program import GuardFailed, NanTangents
 from .tape import Tape, check_input_guards
 
 __all__ = ["CompiledTape"]
@@ -156,6 +156,8 @@ class CompiledTape:
                       else _kernel_input(a) for a in args]
             try:
                 return self._attempt(code, run, values)
+            except NanTangents:  # eager forward mode is NaN-safe: the tape's replay
+                return _MISS
             except (GuardFailed, TypeError):  # another recording's turn, or an array
                 pass                          # the code was not compiled for: in general
             except _Later:
@@ -191,6 +193,8 @@ class CompiledTape:
                     if signature is not None:
                         self._by_signature[signature] = code
                     return result
+                except NanTangents:  # eager forward mode is NaN-safe: the tape's replay
+                    return _MISS
                 except GuardFailed:
                     if recorded:  # compiled guards read otherwise than numpy did: this
                         self._codes[id(program)] = _REPLAY  # recording replays
@@ -277,8 +281,8 @@ class CompiledTape:
             self._kernels[key] = kernel
             try:
                 _first_call(kernel, inputs)
-            except GuardFailed:  # compiled; the caller tries the next recording
-                pass
+            except (GuardFailed, NanTangents):  # compiled; the caller tries the next
+                pass  # recording, or replays
             if isinstance(code, InterpretedProgram):
                 code.note_compiled((name,))
         return kernel
@@ -290,7 +294,7 @@ class CompiledTape:
         def build() -> None:
             try:
                 _first_call(kernel, inputs)
-            except GuardFailed:
+            except (GuardFailed, NanTangents):
                 pass
             except Exception:  # noqa: BLE001 - the call that takes it up compiles again
                 return

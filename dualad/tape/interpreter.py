@@ -671,6 +671,8 @@ class InterpretedProgram:
             if parts:
                 T[rows, 0] = np.concatenate(parts)
             tangents(V, T, C, F, active, flags, 1)
+            if np.isnan(T[at:at + m, 0]).any():  # eager forward mode is NaN-safe
+                raise NanTangents
             dy = float(T[at, 0]) if shape == () else \
                 T[at:at + m, 0].copy().reshape(shape) if m != 1 else np.full(shape, T[at, 0])
             return result(V, o), dy

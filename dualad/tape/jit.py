@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arguments import as_dtype, derivative_dtype
+from ..core.arguments import as_dtype, check_real_output, derivative_dtype, normalize_argnums
 from ..core.errors import DualadError, MissingRuleError
 from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
@@ -144,6 +144,7 @@ class Jitted:
         self._rebuild = mark.rebuild if mark is not None else None
         self._python: Callable[..., Any] | None = None
         self._forward_python: Callable[..., Any] | None = None
+        self._argnums_checked: set[int] = set()  # argument counts argnums fits
         self._entries: dict[int, Any] = {}  # _Entry, None (replays) or _REPLAY
         self._why_not: str | None = None
         self._fast_entry: _Entry | None = None
@@ -210,6 +211,9 @@ class Jitted:
         key, leaves, inputs, ranges, traced, specs = tape._split(args)
         if traced or _complex(key):  # an outer transform traces through, or complex
             return self.python()(*args)  # values: the tape's replay (compiled: float64)
+        if self.argnums is not None and len(args) not in self._argnums_checked:
+            normalize_argnums(self.argnums, len(args), f"{self.kind}({self.__name__})")
+            self._argnums_checked.add(len(args))  # a clear error, as eager mode's
         try:
             programs = tape._programs_for(args, key, inputs, ranges)
         except MissingRuleError as exc:  # no tape of it: the function itself, eagerly
@@ -467,6 +471,9 @@ class Jitted:
                 return code.value(), _scalar if scalar else _same
             return code.values(), _outputs(program)
         if kind in ("grad", "value_and_grad"):
+            if program.out_dtype.kind != "f":  # eager mode refuses it
+                check_real_output(np.zeros((), program.out_dtype),
+                                  f"{kind}({getattr(self.f, '__name__', 'f')})")
             single = isinstance(self.argnums, (int, np.integer))
             nums = [self.argnums] if single else list(self.argnums)
             wanted = sum((self._wanted(program, ranges, specs, int(a) % len(ranges))

@@ -1205,6 +1205,7 @@ class NumbaProgram:
         shape = low.shapes[o]
         if act[o]:
             self._tangents(w, act, wanted, 1, seeds=seeds, values=True)
+            _refuse_nan(w, f"_T{o}", low.sizes[o], 1)
             if low.sizes[o] != 1:
                 w.emit(1, f"_dy = _T{o}[:, 0].copy().reshape({self._shape_literal(shape)})")
             elif shape != ():

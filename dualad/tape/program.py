@@ -126,6 +126,7 @@ class Program:
         self.input_shapes = input_shapes
         self.slot_of_leaf = {leaf: s for s, leaf in enumerate(input_leaves)}
         self.scalar_output = False  # a single output of shape (): set when built
+        self.out_dtype = np.dtype(np.float64)  # the first output's: set when built
         self.wanted: dict[Any, tuple[int, ...]] = {}  # input slots per argnums
         self.checked = False
         self.compiled: dict[Any, Any] = {}  # replay functions, None where not compiled

@@ -502,4 +502,6 @@ def build_program(key: Any, level: int, variables: list[Variable], input_leaves:
     program.input_guards = input_guards
     program.scalar_output = (out_spec is None and len(out_leaves) == 1
                              and shape_of(plain_value(out_leaves[0])) == ())
+    if out_leaves:  # grad refuses an integer, boolean or complex output, as eager mode
+        program.out_dtype = np.asarray(plain_value(out_leaves[0])).dtype
     return program

@@ -55,6 +55,7 @@ from ..core.allocations import allocation_policy
 from ..core.arguments import (
     as_differentiable,
     as_dtype,
+    check_real_output,
     derivative_dtype,
     guard_opaque_calls,
     normalize_argnums,
@@ -336,6 +337,8 @@ class Tape:
             return fast[0], (fast[1][0] if single else tuple(fast[1]))
         r = self._replay(args, "grad", nums, fname)
         program, outs = r.program, r.outs
+        if program.out_dtype.kind != "f":
+            check_real_output(outs[0], fname)
         if not program.scalar_output:
             if len(outs) != 1 or program.out_spec is not None:
                 raise ValueError(
@@ -374,7 +377,8 @@ class Tape:
             return None
         program = programs[0]
         wanted = program.wanted.get((nums, False))
-        if wanted is None or program.input_guards or len(wanted) != len(nums):
+        if wanted is None or program.input_guards or len(wanted) != len(nums) or \
+                program.out_dtype.kind != "f":
             return None
         fn = program.compiled.get(wanted)
         if not fn:

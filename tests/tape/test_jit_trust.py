@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dualad as ad
 import dualad.tape.numba_backend as backend
@@ -80,6 +82,40 @@ def test_strided_readonly_reshaped_inputs():
         got, want = quiet(g, arg), ad.grad(objective)(arg)
         assert_same(got, want)
         np.testing.assert_allclose(got, fd_gradient(objective, np.asarray(arg)), atol=1e-6)
+
+
+LAYOUTS = {
+    "contiguous": lambda a: a,
+    "strided": lambda a: np.repeat(a, 2)[::2],
+    "reversed": lambda a: a[::-1].copy()[::-1],
+    "readonly": lambda a: _readonly(a),
+    "2x3": lambda a: a.reshape(2, 3),
+    "2x3 Fortran": lambda a: np.asfortranarray(a.reshape(2, 3)),
+    "3x2 transposed": lambda a: a.reshape(2, 3).T,
+}
+DTYPES = [np.float64, np.float32, np.int64, np.bool_]
+JITTED = {name: (ad.jit(t), t) for name, t in [
+    ("grad", ad.grad(objective)), ("value_and_grad", ad.value_and_grad(objective)),
+    ("jacobian", ad.jacobian(lambda x: np.sin(x) * x.ravel()[0]))]}
+
+
+def _readonly(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.5, -1.25, 2.0, 1e-300, 3.5e7]) |
+                st.floats(-10.0, 10.0), min_size=6, max_size=6),
+       st.sampled_from(sorted(LAYOUTS)), st.sampled_from(DTYPES),
+       st.sampled_from(sorted(JITTED)))
+def test_argument_forms_against_eager(values, layout, dtype, transform):
+    """Any layout and dtype of the argument, in any order of calls, gives eager mode's
+    result (the compiled code's own type, or converted first)."""
+    x = LAYOUTS[layout](np.asarray(values).astype(dtype))
+    jitted, eager = JITTED[transform]
+    assert_same(quiet(jitted, x), eager(x), rtol=1e-6 if dtype == np.float32 else 1e-12)
 
 
 def test_integer_and_bool_inputs_promote_as_eager():
@@ -337,3 +373,68 @@ def test_numbers_in_results_as_eager():
     for transform in [ad.grad, ad.value_and_grad, ad.jacobian]:
         assert_same(*both(transform(aux, has_aux=True), x))
     assert_same(*both(ad.jacobian(lambda a: (a ** 2, a.sum()), has_aux=True), x))
+
+
+# -- refusals are eager mode's ---------------------------------------------------------------
+
+def same_refusal(transform, *args):
+    """Eager mode raises; the compiled transform raises the same type, saying the same."""
+    with pytest.raises((TypeError, ValueError)) as eager:
+        transform(*args)
+    with pytest.raises(type(eager.value)) as compiled:
+        quiet(ad.jit(transform), *args)
+    assert str(compiled.value).split(":")[1:2] == str(eager.value).split(":")[1:2]
+
+
+@pytest.mark.parametrize("output", [
+    lambda a: a[0] > 0, lambda a: np.sum(a > 0), lambda a: np.sum(a) * 1j,
+    lambda a: a * 2.0], ids=["bool", "int", "complex", "vector"])
+def test_grad_refuses_what_eager_refuses(output):
+    """A bool output's gradient was zeros from ad.jit and from a tape (eager: TypeError)."""
+    x = np.array([0.3, -0.8, 1.1, 0.5])
+    for transform in [ad.grad, ad.value_and_grad]:
+        same_refusal(transform(output), x)
+    tape = ad.record(output, x)
+    for _ in range(10):  # also once the tape's replay is Python code
+        with pytest.raises((TypeError, ValueError)):
+            quiet(tape.grad, x)
+
+
+@pytest.mark.parametrize("argnums", [2, 3, -3, (0, 2)])
+def test_argnums_out_of_range(argnums):
+    """argnums past the arguments: eager's ValueError (it was an IndexError)."""
+    f = lambda a, b: np.sum(a * b ** 2)  # noqa: E731
+    x = np.array([0.3, -0.8, 1.1])
+    for transform in [ad.grad, ad.value_and_grad, ad.jacobian]:
+        same_refusal(transform(f, argnums=argnums), x, 2.0 * x)
+
+
+def test_compiled_tape_jvp_is_nan_safe_as_eager():
+    """Tape.compile().jvp: the forward kernel seeded with the tangents, NaN-safe as the
+    tape's jvp and eager ad.jvp are."""
+    f = NAN_SAFE["sqrt-of-square"]
+    x, v = np.array([0.3, -1.2, 2.0, 0.7, -0.1, 1.1]), np.array([0.0, 1.0, 0.0, 2, 0, 1])
+    compiled = ad.record(f, x).compile()
+    for point in NAN_SAFE_POINTS[:2] + [x]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = ad.jvp(f, (point,), (v,))
+            got = quiet(compiled.jvp, (point,), (v,))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ad.jvp / ad.hvp / ad.hessian called inside a recorded function record the dual "
+    "numbers' tangent arithmetic as plain products, without eager forward mode's "
+    "NaN-safety (an exactly zero tangent times an infinite partial is 0 eagerly, NaN in "
+    "the recording), so the tape's replay and the compiled code both give NaN there. "
+    "Needs the NaN-safe product recorded as an operation of its own (forward_mode)"))
+def test_jvp_inside_a_jitted_function_is_nan_safe():
+    f = NAN_SAFE["sqrt-of-square"]
+    v = np.array([0.0, 1.0, 0.0, 2.0, 0.0, 1.0])
+    jvp = ad.jit(lambda x, v: ad.jvp(f, (x,), (v,)))
+    jvp(np.linspace(0.5, 1.5, 6), v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert_same(quiet(jvp, np.zeros(6), v), ad.jvp(f, (np.zeros(6),), (v,)))
