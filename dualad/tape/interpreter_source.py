@@ -115,6 +115,10 @@ def _maps() -> list[tuple[tuple, str, list[str], list[str], list[str]]]:
     return found
 
 
+#: A partial that is 1 or 0 by a condition (``(1.0 if c else 0.0)``).
+_SELECTS = re.compile(r"\((?:1\.0 if .+ else 0\.0|0\.0 if .+ else 1\.0)\)")
+
+
 def _renamed(text: str, names: dict[str, str], op: int) -> str:
     """``text`` with the rule's argument names (and ``y``) replaced and its temporaries
     made unique to opcode ``op`` (Numba unifies a name's type across branches)."""
@@ -339,7 +343,11 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
 
 
 def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args: list[str],
-                forward: _Branches, backward: _Branches, tangent: _Branches) -> None:
+                forward: _Branches, backward: _Branches, tangent: _Branches,
+                selects: bool = False) -> None:
+    """The opcode's passes; ``selects``: a declared form (np.where), whose partials that
+    are 1 or 0 by a condition pick the adjoint, as eager mode's rule does (an infinite
+    adjoint gives 0 where not picked, not NaN)."""
     names = {a: f"_x{k}" for k, a in enumerate(args)}
     names["y"] = "_y"
     bases = ["_a", "_b", "_z"]
@@ -358,8 +366,10 @@ def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args:
             "    _y = V[_o + _i]", *["    " + line for line in temp_lines]]
     back = body + ["    _g = A[_o + _i]"]
     for k in live:
+        term = f"(_g if ({exprs[k]}) != 0.0 else 0.0)" if selects and \
+            _SELECTS.fullmatch(partials[k].strip()) else f"_g * ({exprs[k]})"
         back += [f"    if _f & {2 << k}:",
-                 f"        A[{bases[k]} + _i * {steps[k]}] += _g * ({exprs[k]})"]
+                 f"        A[{bases[k]} + _i * {steps[k]}] += {term}"]
     backward.add(op, back)
     tan = list(body)
     for k in live:  # the partials; the rows are combined once per helper (_TANGENT_ROWS)
@@ -420,7 +430,8 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         _map_bodies(op, call, [], ["0.0"] * nin, args, forward, backward, tangent)
     for key, call, temps, partials, args in _maps():
         op = ops[key] = len(ops)
-        _map_bodies(op, call, temps, partials, args, forward, backward, tangent)
+        _map_bodies(op, call, temps, partials, args, forward, backward, tangent,
+                    selects=key[1] == "")
     decorator = '@numba.njit(cache=True, error_model="numpy", nogil=True)'
     lines = [
         '"""The compiled interpreter of dualad tapes (generated from the rules tables)."""',

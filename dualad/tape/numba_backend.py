@@ -169,6 +169,8 @@ def _constant_partial(expr: str) -> float | None:
         return None
 
 
+#: A partial that is 1 or 0 by a condition (``(1.0 if c else 0.0)``).
+_SELECTS = re.compile(r"\((?:1\.0 if .+ else 0\.0|0\.0 if .+ else 1\.0)\)")
 _NEGATED = re.compile(r"^\(-_\w+(?:\[[^\]]*\])?\)$")
 
 
@@ -422,6 +424,10 @@ class NumbaProgram:
     @staticmethod
     def _times(adjoint: str, n: Node, a: int, tag: str) -> str:
         c = _constant_partial(n.partials[a])
+        if c is None and n.kind == "map" and not n.name and _SELECTS.fullmatch(n.partials[a]):
+            # a declared form's partial that picks (np.where's): eager mode selects the
+            # adjoint (an infinite one gives 0 where not picked, not NaN)
+            return f"({adjoint} if _d{tag}_{a} != 0.0 else 0.0)"
         if c is None:
             return f"_d{tag}_{a}" if adjoint == "1.0" else f"{adjoint} * _d{tag}_{a}"
         if adjoint == "1.0":

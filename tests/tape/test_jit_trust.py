@@ -276,8 +276,6 @@ def test_compiled_jacobians_are_nan_safe_as_eager(name, engine):
         "sparse": (ad.sparse_jacobian(f), ad.sparse_jacobian(f, mode="forward"),
                    ad.sparse_jacobian(f)),
         "grad": (ad.grad(lambda x: np.sum(f(x))),) * 3}
-    if name == "where-nan-branch":  # see test_where_gradient_with_infinite_adjoint
-        del transforms["grad"]
     for kind, (transform, forward, eager) in transforms.items():
         jitted = ad.jit(transform)
         warm = np.linspace(0.5, 1.5, 6)  # compiled here (the replay serves meanwhile)
@@ -295,18 +293,18 @@ def test_compiled_jacobians_are_nan_safe_as_eager(name, engine):
             np.testing.assert_allclose(got[known], want[known], rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "compiled reverse mode multiplies an adjoint by np.where's partial (1.0 or 0.0), so an "
-    "infinite adjoint reaching the branch not taken gives NaN; eager mode's rule selects "
-    "(0 there). Needs select semantics for 0/1 partials of declared scalar forms in the "
-    "Numba backend and the interpreter"))
-def test_where_gradient_with_infinite_adjoint():
+def test_where_gradient_with_infinite_adjoint(engine):
+    """np.where's gradient picks the adjoint (eager mode's rule): an infinite adjoint
+    gives 0 to the branch not taken; compiled, it was multiplied by 0.0 (NaN)."""
     f = NAN_SAFE["where-nan-branch"]
     g = ad.grad(lambda x: np.sum(f(x)))
-    x = np.array([-2.0, 3.0, 0.5, 1.0, np.inf, -1.0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        assert_same(quiet(ad.jit(g), x), g(x))
+    jitted = ad.jit(g)
+    quiet(jitted, np.linspace(0.5, 1.5, 6))
+    assert jitted.wait(timeout=600)
+    for x in NAN_SAFE_POINTS + [np.array([-2.0, 3.0, 0.5, 1.0, np.inf, -1.0])]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            assert_same(quiet(jitted, x), g(x))
 
 
 @pytest.mark.parametrize("parallel", [False, True])
@@ -409,12 +407,14 @@ def test_argnums_out_of_range(argnums):
         same_refusal(transform(f, argnums=argnums), x, 2.0 * x)
 
 
-def test_compiled_tape_jvp_is_nan_safe_as_eager():
+def test_compiled_tape_jvp_is_nan_safe_as_eager(engine):
     """Tape.compile().jvp: the forward kernel seeded with the tangents, NaN-safe as the
     tape's jvp and eager ad.jvp are."""
     f = NAN_SAFE["sqrt-of-square"]
     x, v = np.array([0.3, -1.2, 2.0, 0.7, -0.1, 1.1]), np.array([0.0, 1.0, 0.0, 2, 0, 1])
     compiled = ad.record(f, x).compile()
+    quiet(compiled.jvp, (x,), (v,))
+    assert compiled.wait(timeout=600)
     for point in NAN_SAFE_POINTS[:2] + [x]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
