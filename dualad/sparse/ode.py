@@ -26,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core.marks import mark_transform
 from ..njit import is_njit
 from ..sparsity.detection import jacobian_sparsity
+from .coloring import color_columns
 from .compressed import sparse_jacobian
+from .seeding import pattern_csr
 
 __all__ = ["ode_sparsity", "sparse_ode_jacobian"]
 
@@ -61,7 +64,13 @@ def sparse_ode_jacobian(f: Callable[..., Any], *, mode: str = "auto",
         return jac_y(np.asarray(y, dtype=np.float64), t, *args)
 
     jac.sparsity = ode_sparsity(f)  # type: ignore[attr-defined]
-    return jac
+    # ad.jit compiles it as the sparse Jacobian of f with respect to y (argument 1)
+    given = None if sparsity is None else pattern_csr(sparsity, None, "ode_jacobian")
+    return mark_transform(jac, "sparse_jacobian", f, 1,
+                          lambda g, **o: sparse_ode_jacobian(g, **{
+                              "mode": mode, "sparsity": sparsity, **o}),
+                          sparsity=given, detect=jacobian_sparsity(f, 1),
+                          color=color_columns)
 
 
 def ode_sparsity(f: Callable[..., Any]) -> Callable[..., Any]:

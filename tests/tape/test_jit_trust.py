@@ -438,3 +438,25 @@ def test_jvp_inside_a_jitted_function_is_nan_safe():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert_same(quiet(jvp, np.zeros(6), v), ad.jvp(f, (np.zeros(6),), (v,)))
+
+
+def test_sparse_ode_jacobian_compiles():
+    """ad.jit(ad.ode_jacobian(f, sparse=True)) raised a ConversionError (it was recorded
+    as a plain function); it compiles as the sparse Jacobian with respect to y."""
+    from scipy.integrate import solve_ivp
+
+    def rhs(t, y):
+        return np.concatenate([y[1:] - y[:-1] * y[:-1], -y[-1:]]) * (1.0 + t)
+
+    eager = ad.ode_jacobian(rhs, sparse=True)
+    jac = ad.jit(eager, fallback="error")
+    y0 = np.linspace(1.0, 2.0, 8)
+    for t, y in [(0.0, y0), (0.5, np.cos(np.arange(8.0))), (0.25, np.zeros(8))]:
+        J = jac(t, y)
+        assert_same(J, eager(t, y))
+        fd = numerical_jacobian(lambda v, t=t: rhs(t, v), (y,), 0)
+        np.testing.assert_allclose(J.toarray(), fd, atol=1e-6)
+    ours = solve_ivp(rhs, (0.0, 1.0), y0, method="BDF", jac=jac)
+    theirs = solve_ivp(rhs, (0.0, 1.0), y0, method="BDF", jac=eager)
+    assert ours.success and ours.njev == theirs.njev
+    np.testing.assert_allclose(ours.y[:, -1], theirs.y[:, -1], rtol=1e-12)
