@@ -508,8 +508,11 @@ class Jitted:
             kernel = self._compressed_dense(code, wanted)
         if kernel is None:
             kernel = code.jacobian(wanted)
-        square = kind == "ode_jacobian" and len(code.low.shapes[code.out]) != 1
-        return kernel, _square if square else _same
+        low = code.low
+        if kind == "ode_jacobian" and (len(low.shapes[code.out]) != 1 or
+                                       len(low.shapes[wanted[0]]) != 1):
+            return kernel, _Square(low.sizes[code.out], low.sizes[wanted[0]])
+        return kernel, _same
 
     def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Any:
         """The boolean CSR pattern of the Jacobian (given, or detected at this call's
@@ -574,7 +577,8 @@ class Jitted:
             return np.empty((0,))
         first = self._call((xs[0],) + args)
         entry = self._fast_entry
-        if (entry is not None and entry.finish in (_same, _square, _scalar) and xs.dtype == _F8
+        if (entry is not None and (entry.finish in (_same, _scalar) or
+                                      type(entry.finish) is _Square) and xs.dtype == _F8
                 and all(type(a) in (float, np.float64) or (type(a) is np.ndarray and
                         a.dtype == _F8) for a in args)
                 and len(entry.program.input_leaves) == 1 + len(args)
@@ -733,8 +737,17 @@ def _split_jacobian(code: NumbaProgram, wanted: tuple[int, ...], aux: bool
     return split
 
 
-def _square(r: Any) -> Any:
-    return r if r.ndim == 2 else r.reshape(r.size // max(r.shape[-1], 1), -1)
+class _Square:
+    """An ODE Jacobian as scipy takes it, whatever the shapes of ``y`` and ``f(t, y)``:
+    ``(f.size, y.size)``, as eager ``ode_jacobian``."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, m: int, n: int) -> None:
+        self.shape = (m, n)
+
+    def __call__(self, r: Any) -> Any:
+        return np.asarray(r).reshape(self.shape)
 
 
 def jit(fn: Callable[..., Any], *, fallback: str = "warn",

@@ -460,3 +460,21 @@ def test_sparse_ode_jacobian_compiles():
     theirs = solve_ivp(rhs, (0.0, 1.0), y0, method="BDF", jac=eager)
     assert ours.success and ours.njev == theirs.njev
     np.testing.assert_allclose(ours.y[:, -1], theirs.y[:, -1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3)])
+def test_ode_jacobian_of_other_state_shapes(shape):
+    """A state that is a number or a matrix: (f.size, y.size), as eager mode (a 2x3 state
+    gave a 12x3 matrix, a number an IndexError)."""
+    def rhs(t, y):
+        return -y * t + np.sin(y)
+
+    y = np.cos(np.arange(float(np.prod(shape)))).reshape(shape) + 0.5
+    for point in [y, y * 2.0]:
+        J = quiet(ad.jit(ad.ode_jacobian(rhs)), 0.5, point)
+        assert_same(J, ad.ode_jacobian(rhs)(0.5, point))
+        fd = numerical_jacobian(lambda v: rhs(0.5, v), (point,), 0)
+        np.testing.assert_allclose(J, fd.reshape(J.shape), atol=1e-6)
+    g = ad.jit(ad.ode_jacobian(lambda t, y: np.sum(y, axis=0) * t))
+    assert_same(g(0.5, np.ones((2, 3))), ad.ode_jacobian(lambda t, y: np.sum(y, axis=0) * t)(
+        0.5, np.ones((2, 3))))
