@@ -1121,16 +1121,16 @@ class NumbaProgram:
             if dense is not None:
                 w.emit(1, f"_D = np.zeros(({m}, {K}))  # written at fixed entries")
                 w.emit(1, f"for _e in range({nnz}):")
-                w.emit(2, f"_b = _B[{R}[_e], {C}[{Q}[_e]]]")
-                w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _b")
-                w.emit(2, "_ok &= _b == _b")
+                w.emit(2, f"_je = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _je")
+                w.emit(2, "_ok &= _je == _je")
                 result = f"_D.reshape({self._shape_literal(dense)})"
             else:
                 w.emit(1, f"_data = np.empty({nnz})")
                 w.emit(1, f"for _e in range({nnz}):")
-                w.emit(2, f"_b = _B[{R}[_e], {C}[{Q}[_e]]]")
-                w.emit(2, "_data[_e] = _b")
-                w.emit(2, "_ok &= _b == _b")
+                w.emit(2, f"_je = _B[{R}[_e], {C}[{Q}[_e]]]")
+                w.emit(2, "_data[_e] = _je")
+                w.emit(2, "_ok &= _je == _je")
                 result = "_data"
             _nan_exit(w)
             w.emit(1, f"return {result}")
