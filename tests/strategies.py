@@ -42,6 +42,15 @@ _OPERATOR_SYMBOLS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"
 # -- the rules drawn from ----------------------------------------------------------------------
 
 
+def chain(x: Any, n: int) -> Any:
+    """``n`` operations cycling ``np.sin``, ``* 1.0001``, ``+ 0.1`` (a long program of
+    known length, as benchmarks/compiled.py's chain)."""
+    for i in range(n):
+        r = i % 3
+        x = np.sin(x) if r == 0 else (x * 1.0001 if r == 1 else x + 0.1)
+    return x
+
+
 def elementwise_rules() -> list[Any]:
     """Every registered rule that has a domain (the scipy.special table too, when present)."""
     try:

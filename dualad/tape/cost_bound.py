@@ -29,16 +29,9 @@ Example:
 
 from __future__ import annotations
 
-import re
+from .pruning import _ASSIGN, _COPY, _HEADER, _LITERAL, _NAME  # the forms pruning reads
 
 __all__ = ["CostBound"]
-
-# the forms dualad.tape.pruning reads
-_ASSIGN = re.compile(r"^\s+(_\w+) = (.+)$")
-_NAME = re.compile(r"\b_\w+\b")
-_LITERAL = re.compile(r"^-?(?:\d+\.\d*|\d+)(?:e[-+]?\d+)?$")
-_COPY = re.compile(r"^_\w+$")
-_HEADER = re.compile(r"^\s+(?:for|if|elif|else|while)\b.*:$")
 
 
 class CostBound:
@@ -59,7 +52,7 @@ class CostBound:
             if not _HEADER.match(line):
                 self._keep(weight, _NAME.findall(line))
             return self.cost
-        name, value = m.group(1), m.group(2).strip()
+        name, value = m.group(2), m.group(3).strip()
         if _LITERAL.match(value):  # written into its readers
             return self.cost
         reads = _NAME.findall(value)

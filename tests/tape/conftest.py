@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+import dualad.tape.numba_backend as backend
+
 
 @pytest.fixture(scope="module")
 def kernel_cache(tmp_path_factory):
@@ -17,3 +19,9 @@ def kernel_cache(tmp_path_factory):
         del os.environ["DUALAD_KERNEL_CACHE"]
     else:
         os.environ["DUALAD_KERNEL_CACHE"] = old
+
+
+@pytest.fixture
+def small_cap(monkeypatch):
+    """A compile-cost cap that every program exceeds: they all run interpreted."""
+    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 1)

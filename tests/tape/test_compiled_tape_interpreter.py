@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dualad as ad
-import dualad.tape.numba_backend as backend
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape.interpreter import InterpretedProgram, interpreter_module
 from dualad.tape.jit import JitFallbackWarning
@@ -24,12 +23,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from strategies import programs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
-
-
-@pytest.fixture
-def small_cap(monkeypatch):
-    """A compile-cost cap that every program here exceeds: they all run interpreted."""
-    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 1)
 
 
 def interpreted_entries(compiled):

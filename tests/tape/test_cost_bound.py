@@ -21,7 +21,7 @@ from dualad.tape.pruning import prune
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from strategies import programs  # noqa: E402
+from strategies import chain, programs  # noqa: E402
 
 
 class _Written(Exception):
@@ -45,14 +45,6 @@ def no_compile(monkeypatch):
     monkeypatch.setattr(backend, "compile_cost", cost)
     monkeypatch.setattr(backend, "import_kernel_module", written)
     return costs
-
-
-def chain(x, n):
-    """n ops cycling sin, * 1.0001, + 0.1 (benchmarks/compiled.py's chain)."""
-    for i in range(n):
-        r = i % 3
-        x = np.sin(x) if r == 0 else (x * 1.0001 if r == 1 else x + 0.1)
-    return x
 
 
 def model(x):

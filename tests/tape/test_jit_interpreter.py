@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dualad as ad
-import dualad.tape.numba_backend as backend
 from dualad.derivatives.registry import get_rule
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape.interpreter import InterpretedProgram, interpreter_module
@@ -23,15 +22,9 @@ from dualad.tape.tape import TapeRetraceWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from strategies import programs  # noqa: E402
+from strategies import chain, programs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")  # see conftest.py
-
-
-@pytest.fixture
-def small_cap(monkeypatch):
-    """A compile-cost cap that every program here exceeds: they all run interpreted."""
-    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 1)
 
 
 def interpreted(fn):
@@ -48,14 +41,6 @@ def interpreted(fn):
 
     call.jitted = jitted
     return call
-
-
-def chain(x, n):
-    """n ops cycling sin, * 1.0001, + 0.1 (benchmarks/compiled.py's chain)."""
-    for i in range(n):
-        r = i % 3
-        x = np.sin(x) if r == 0 else (x * 1.0001 if r == 1 else x + 0.1)
-    return x
 
 
 def model(x):
