@@ -203,6 +203,7 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
     for s, kind, recorded in program.input_guards:
         low.instructions.append(_lower_guard(s, None, kind, recorded))
     read = _read_slots(program)
+    masks: set[int] = set()  # values computed without derivative (masks, their counts)
     for e in program.ops:
         if e.multi:
             raise LoweringError(f"{e.op!r} returns several values")
@@ -218,10 +219,16 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
             if lowered is None and data is not None:  # entries of a mask (``m[0]``)
                 lowered = [_lower_gather(e, slots, sizes, found, data)] + [
                     _lower_guard(e.out, None, kind, recorded) for kind, recorded in e.guards]
+            if lowered is None and found and all(s in masks for _, _, s in found):
+                # linear in masks (how many ties a maximum has: ``np.add.reduce(hit)``):
+                # probed as any linear call; no derivative flows through masks
+                lowered = [_lower_linear(e, slots, sizes, found, probed=True)] + [
+                    _lower_guard(e.out, None, kind, recorded) for kind, recorded in e.guards]
             if lowered is None:
                 raise LoweringError(f"{e.op!r} computes a value without derivative from the "
                                     f"inputs")
             low.instructions.extend(lowered)
+            masks.add(e.out)
             continue
         if e.guards:  # the value itself is read: checked once it is computed
             low.instructions.append(_lower_one(e, slots, shapes, sizes, found))
@@ -601,13 +608,15 @@ def _as_selection(e: Operation, slots: list[Any], pos: int, s: int,
 
 
 def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
-                  found: list[tuple[int, int | None, int]]) -> Linear | Select:
-    """A reduction or a contraction with one computed operand, probed as a matrix."""
+                  found: list[tuple[int, int | None, int]], probed: bool = False
+                  ) -> Linear | Select:
+    """A reduction or a contraction with one computed operand, probed as a matrix;
+    ``probed``: any call the probes find linear."""
     if len(found) != 1 or found[0][1] is not None:
         raise LoweringError(f"{e.op!r} is not a linear function of one computed value")
     pos, _, s = found[0]
     axis_at = linear_reduction_axis(type(e.op))
-    if axis_at is None and not is_contraction(type(e.op)):
+    if axis_at is None and not is_contraction(type(e.op)) and not probed:
         raise LoweringError(f"{e.op!r} has no compiled form")
     n = sizes[s]
     if n > MAX_PROBED_SIZE:

@@ -51,6 +51,30 @@ def test_hessians_and_hvps_of_rules_that_branch(f, x):
                                rtol=1e-5, atol=1e-5)
 
 
+def log_sum_exp_rows(x):
+    """A stable log-sum-exp over rows: its gradient divides by the count of each row's
+    maxima (the max rule sums a mask), so its Hessian reads that count."""
+    y = np.reshape(x, (2, -1))
+    m = np.max(y, axis=1, keepdims=True)
+    return np.sum(np.log(np.sum(np.exp(y - m), axis=1)) + m[:, 0]) + np.sum(x ** 3)
+
+
+@pytest.mark.parametrize("x", [np.array([0.5, 1.5, 2.0, -0.3]),
+                               np.array([1.0, 1.0, 0.2, 0.2, 0.2, 3.0])], ids=["4", "ties"])
+def test_hessians_through_the_count_of_maxima(x):
+    hvp = compiled(lambda x, v: ad.hvp(log_sum_exp_rows, x, v))
+    H = compiled(ad.hessian(log_sum_exp_rows))
+    for point in (x, x[::-1].copy()):
+        v = np.linspace(-1.0, 1.0, point.size) + 0.3
+        np.testing.assert_allclose(hvp(point, v), ad.hvp(log_sum_exp_rows, point, v),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(H(point), ad.hessian(log_sum_exp_rows)(point), rtol=1e-12,
+                                   atol=1e-12)
+    near = x + np.linspace(0.01, 0.02, x.size)  # no ties: the Hessian is a derivative
+    fd = numerical_jacobian(ad.grad(log_sum_exp_rows), (near,), 0)
+    np.testing.assert_allclose(H(near), fd, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("x", POINTS, ids=["3", "4", "0d"])
 @pytest.mark.parametrize("f", [branchy, masked], ids=["branchy", "masked"])
 def test_where_on_computed_masks(f, x):
