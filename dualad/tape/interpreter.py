@@ -48,7 +48,18 @@ from ..derivatives.language import NUMBA_UFUNCS
 from ..derivatives.registry import rules
 from ..derivatives.scalar_forms import scalar_forms
 from .interpreter_source import HEADER, WIDTH, interpreter_source, map_key, predicate_key
-from .lowering import Const, Gather, Guard, Linear, Lowered, LoweringError, Map, MatMul, Select
+from .lowering import (
+    Const,
+    Gather,
+    Guard,
+    Linear,
+    Lowered,
+    LoweringError,
+    Map,
+    MatMul,
+    Select,
+    differentiated_output,
+)
 from .program import GuardFailed, NanTangents
 from .regions import compose_gathers
 
@@ -422,11 +433,8 @@ class InterpretedProgram:
                     pass
 
     def _differentiated(self, single: bool = True) -> int:
-        if single and len(self.outputs) != 1:
-            raise LoweringError("a program with several outputs")
-        if self.out < 0:
-            raise LoweringError("the differentiated output is a constant")
-        return self.out
+        """The slot of the differentiated output (the only output when ``single``)."""
+        return differentiated_output(self.outputs, self.out, single)
 
     # analysis ---------------------------------------------------------------------------
     def _active(self, wanted: tuple[int, ...], live_from: int | None

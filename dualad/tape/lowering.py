@@ -56,7 +56,7 @@ from ..sparsity.flows import (
 from .program import Operation, Program
 
 __all__ = ["Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
-           "Select", "lower"]
+           "Select", "differentiated_output", "lower"]
 
 #: Contractions with a constant operand are probed column by column up to this many inputs.
 MAX_PROBED_SIZE = 4096
@@ -168,6 +168,18 @@ class Lowered:
     sizes: list[int]
     shapes: list[tuple[int, ...]]
     instructions: list[Any] = field(default_factory=list)
+
+
+def differentiated_output(outputs: list[tuple[bool, Any]], out: int, single: bool = True
+                          ) -> int:
+    """The slot ``out`` of a lowered program's differentiated output (first of
+    ``outputs``, ``-1`` when it is a constant), which must be its only output when
+    ``single``; a :class:`LoweringError` otherwise."""
+    if single and len(outputs) != 1:
+        raise LoweringError("a program with several outputs")
+    if out < 0:
+        raise LoweringError("the differentiated output is a constant")
+    return out
 
 
 def _float_array(x: Any, what: str) -> np.ndarray:

@@ -50,7 +50,7 @@ from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
 from .cost_bound import CostBound
 from .glue import assemble
-from .lowering import Guard, Linear, Lowered, LoweringError, MatMul, Select
+from .lowering import Guard, Linear, Lowered, LoweringError, MatMul, Select, differentiated_output
 from .program import NanTangents
 from .pruning import prune
 from .regions import NUMPY_FASTER, Node, Read, Region, Step, index_source, partition
@@ -223,11 +223,7 @@ class NumbaProgram:
 
     def _differentiated(self, single: bool = True) -> int:
         """The slot of the differentiated output (the only output when ``single``)."""
-        if single and len(self.outputs) != 1:
-            raise LoweringError("a program with several outputs")
-        if self.out < 0:
-            raise LoweringError("the differentiated output is a constant")
-        return self.out
+        return differentiated_output(self.outputs, self.out, single)
 
     # analysis ---------------------------------------------------------------------------
     def active(self, wanted: tuple[int, ...]) -> list[bool]:
