@@ -103,3 +103,31 @@ def test_four_processes_on_an_empty_cache_at_once(tmp_path):
         result = json.loads(out.strip().splitlines()[-1])
         assert result["y"] == [1.0, 2.0, 5.0] and result["warnings"] == []
     assert _run(cache)["hits"] == 1
+
+
+@pytest.mark.slow
+def test_bytecode_and_intact_marks_are_kept_where_bytecode_writing_is_off(tmp_path):
+    """PYTHONDONTWRITEBYTECODE keeps .pyc files out of source trees; the kernel cache keeps
+    its modules' bytecode anyway (and marks the Numba files it found intact), and a
+    damaged file is still found after that mark."""
+    cache = tmp_path / "cache"
+
+    def run() -> dict:
+        env = dict(_env(cache), PYTHONDONTWRITEBYTECODE="1")
+        done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["y"] == [1.0, 2.0, 5.0]
+        return result
+
+    assert run()["hits"] == 0
+    assert len(list(cache.rglob("dualad_kernel_*.pyc"))) == 1
+    second = run()
+    assert second["hits"] == 1 and second["warnings"] == []
+    assert len(list(cache.rglob("dualad_kernel_*.intact"))) == 1
+    for f in cache.rglob("*.nbc"):
+        _truncate(f)
+    repaired = run()
+    assert len(repaired["warnings"]) == 1 and "rebuilt" in repaired["warnings"][0]
+    assert run()["hits"] == 1

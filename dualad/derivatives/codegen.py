@@ -20,9 +20,11 @@ import glob
 import hashlib
 import importlib.util
 import io
+import json
 import os
 import pickle
 import pickletools
+import py_compile
 import sys
 import tempfile
 import threading
@@ -90,21 +92,71 @@ def _numba_index_intact(path: Path) -> bool:
     return _pickle_intact(rest)
 
 
+def _numba_cache_files(cache: Path, modname: str) -> dict[str, os.stat_result]:
+    """Numba's cache files of ``modname`` in ``cache`` (its ``__pycache__``), by name."""
+    prefix = f"{modname}."
+    try:
+        with os.scandir(cache) as entries:
+            return {e.name: e.stat() for e in entries if e.name.startswith(prefix)
+                    and e.name.endswith((".nbi", ".nbc"))}
+    except OSError:
+        return {}
+
+
+def _stamps(files: dict[str, os.stat_result]) -> str:
+    return json.dumps(sorted([name, st.st_size, st.st_mtime_ns] for name, st in files.items()))
+
+
 def _corrupt_cache_files(directory: Path, modname: str) -> list[Path]:
     """Numba's cache files (index ``.nbi``, data ``.nbc``) of ``modname`` that are corrupt
     or truncated, with the files of the same function (an index and its data go together);
-    Python's ``.pyc`` when it is unreadable."""
+    Python's ``.pyc`` when it is unreadable.
+
+    Files found intact are recorded with their sizes and modification times (a
+    ``.intact`` file beside them); files unchanged since are not read again."""
     cache = directory / "__pycache__"
-    if not cache.is_dir():
+    files = _numba_cache_files(cache, modname)
+    if not files:
         return []
+    marker = cache / f"{modname}.intact"
+    stamps = _stamps(files)
+    try:
+        if marker.read_text() == stamps:
+            return []
+    except (OSError, UnicodeDecodeError):
+        pass
     bad: list[Path] = []
-    for index in cache.glob(f"{glob.escape(modname)}.*.nbi"):
-        base = index.name[: -len(".nbi")]
-        data = list(cache.glob(f"{glob.escape(base)}.*.nbc"))
+    for name in files:
+        if not name.endswith(".nbi"):
+            continue
+        index = cache / name
+        base = name[: -len(".nbi")]
+        data = [cache / d for d in files if d.startswith(f"{base}.") and d.endswith(".nbc")]
         if not _numba_index_intact(index) or not all(_pickle_intact(d.read_bytes())
                                                        for d in data):
             bad += [index] + data
+    if not bad:
+        with contextlib.suppress(OSError):
+            tmp = marker.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(stamps)
+            os.replace(tmp, marker)
     return bad
+
+
+def _write_bytecode(path: Path) -> None:
+    """Python's cached bytecode of the generated module at ``path``, written even where
+    ``PYTHONDONTWRITEBYTECODE`` is set (that setting keeps ``.pyc`` files out of source
+    trees; this is dualad's own cache directory, where Numba's files lie too)."""
+    if not sys.dont_write_bytecode:
+        return  # the import writes it
+    pyc = importlib.util.cache_from_source(str(path))
+    try:
+        if os.stat(pyc).st_mtime_ns >= os.stat(path).st_mtime_ns:
+            return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError, py_compile.PyCompileError):
+        py_compile.compile(str(path), cfile=pyc, doraise=True)
 
 
 def _warn_corrupt(paths: list[Path]) -> None:
@@ -153,6 +205,7 @@ def import_kernel_module(source: str, modname: str | None = None,
             tmp.write_text(source)
             os.replace(tmp, path)
         _warn_corrupt(_corrupt_cache_files(directory, modname))
+        _write_bytecode(path)
         for attempt in (0, 1):
             spec = importlib.util.spec_from_file_location(modname, path)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]

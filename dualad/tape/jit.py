@@ -50,6 +50,7 @@ from ..sparsity.detection import jacobian_sparsity
 from .interpreter import InterpretedProgram, interpret
 from .lowering import LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
+from .pattern_cache import Pattern, code_stamp, digest, load_pattern, store_pattern
 from .program import GuardFailed, NanTangents, fresh
 from .tape import Tape, check_input_guards
 
@@ -62,6 +63,20 @@ COMPILED = ("value", "grad", "value_and_grad", "jacobian", "ode_jacobian", "spar
 #: one or two directions of a loop that already costs nanoseconds, while detecting the
 #: pattern and colouring it costs a first call milliseconds (and scipy.sparse's import).
 MIN_COMPRESSED = 8
+
+
+
+#: Bumped when what a kept pattern means changes.
+_PATTERN_VERSION = 1
+
+
+def _qualified(f: Any) -> str:
+    return f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', type(f).__name__)}"
+
+
+def _rows(pattern: Pattern) -> np.ndarray:
+    """The row index of each entry of ``pattern``."""
+    return np.repeat(np.arange(pattern.shape[0], dtype=np.intp), np.diff(pattern.indptr))
 
 
 class JitError(DualadError, TypeError):
@@ -514,21 +529,33 @@ class Jitted:
             return kernel, _Square(low.sizes[code.out], low.sizes[wanted[0]])
         return kernel, _same
 
-    def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Any:
+    def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Pattern:
         """The boolean CSR pattern of the Jacobian (given, or detected at this call's
-        arguments; a recording without guards has the same pattern everywhere), its
-        column colouring, and its row and column indices."""
+        arguments; the lowered program fixes it, guards included, so a detected pattern is
+        kept on disk by program) and its column colouring."""
+        pattern = self.options.get("sparsity")
+        key = None
+        if pattern is None:
+            low = code.low
+            key = digest((_PATTERN_VERSION, code_stamp(), _qualified(self.options["color"]),
+                          low.instructions, low.sizes, low.shapes, code.out, wanted,
+                          [list(g) for g in low.program.input_guards]))
+            found = load_pattern(key) if key is not None else None
+            if found is not None and found.shape == (low.sizes[code.out],
+                                                     sum(low.sizes[s] for s in wanted)):
+                return found
+            pattern = self.options["detect"](*self._current_args)
         import scipy.sparse
 
-        pattern = self.options.get("sparsity")
-        if pattern is None:
-            pattern = self.options["detect"](*self._current_args)
         csr = scipy.sparse.csr_array(pattern, dtype=bool)
         csr.sum_duplicates()
         csr.sort_indices()
         colors = np.asarray(self.options["color"](csr), dtype=np.intp)
-        rows = np.repeat(np.arange(csr.shape[0], dtype=np.intp), np.diff(csr.indptr))
-        return csr, colors, rows, csr.indices.astype(np.intp)
+        found = Pattern(csr.shape, csr.indptr.astype(np.intp), csr.indices.astype(np.intp),
+                        colors)
+        if key is not None:
+            store_pattern(key, found)
+        return found
 
     def _compressed_dense(self, code: NumbaProgram, wanted: tuple[int, ...]
                           ) -> Callable[..., Any] | None:
@@ -539,13 +566,15 @@ class Jitted:
         K = sum(low.sizes[s] for s in wanted)
         if K < MIN_COMPRESSED:  # a few directions: nothing to save, the detection costs
             return None
-        csr, colors, rows, cols = self._pattern(code, wanted)
-        if csr.shape != (low.sizes[code.out], K):
+        found = self._pattern(code, wanted)
+        if found.shape != (low.sizes[code.out], K):
             return None
+        colors = found.colors
         if colors.size and (int(colors.max()) + 1) * 4 > K * 3:
             return None
         shape = low.shapes[code.out] + (low.shapes[wanted[0]] if len(wanted) == 1 else (K,))
-        return code.compressed_jacobian(wanted, colors, rows, cols, dense=shape)
+        return code.compressed_jacobian(wanted, colors, _rows(found), found.indices,
+                                         dense=shape)
 
     def _sparse(self, code: NumbaProgram, wanted: tuple[int, ...]
                 ) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
@@ -554,10 +583,10 @@ class Jitted:
         per colour) and the decompression are fixed at compile time."""
         import scipy.sparse
 
-        csr, colors, rows, cols = self._pattern(code, wanted)
-        m, n = csr.shape
-        kernel = code.compressed_jacobian(wanted, colors, rows, cols)
-        indices, indptr = csr.indices.copy(), csr.indptr.copy()
+        found = self._pattern(code, wanted)
+        m, n = found.shape
+        kernel = code.compressed_jacobian(wanted, found.colors, _rows(found), found.indices)
+        indices, indptr = found.indices.copy(), found.indptr.copy()
 
         def finish(data: np.ndarray) -> Any:
             return scipy.sparse.csr_array((data, indices, indptr), shape=(m, n))
