@@ -6,7 +6,17 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, max_abs_err, require, require_dualad
+from .common import (
+    BASELINE,
+    DUALAD,
+    PEER,
+    REFERENCE,
+    Bench,
+    jit,
+    max_abs_err,
+    require,
+    require_dualad,
+)
 
 TITLE = "Jacobian of the 2-D Brusselator on an N x N periodic grid (2N² states)"
 XLABEL = "states (2N²)"
@@ -15,7 +25,8 @@ du = B + u²v - (A+1)u + alpha ∇²u, dv = A u - u²v + alpha ∇²v with A = 3
 alpha = 10, on an N x N periodic grid of spacing 1/N (5-point Laplacian via np.roll);
 state y = [u.ravel(), v.ravel()] of length 2N², dense 2N² x 2N² Jacobian at a random
 point. Baseline: central finite differences (all perturbed points in one batched call).
-Reference: the analytic dense Jacobian. max abs err is against the analytic Jacobian.
+Reference: the analytic dense Jacobian. dualad: eager ad.jacobian, and
+ad.jit(ad.jacobian(f)) (compiled at the untimed first call, as jax.jit is). max abs err is against the analytic Jacobian.
 """
 
 A, B, ALPHA = 3.4, 1.0, 10.0
@@ -90,6 +101,11 @@ def methods(y, n, quick):
 
         return make
 
+    def dualad_jit():
+        ad = require_dualad()
+        jac = jit(ad.jacobian(make_rhs(n)))
+        return lambda: jac(y)
+
     def jax_jac(which):
         def make():
             jax = require("jax")
@@ -116,6 +132,7 @@ def methods(y, n, quick):
         ("central FD (batched)", BASELINE, lambda: lambda: central_fd(fb, y), None),
         ("analytic numpy (dense)", REFERENCE, lambda: lambda: analytic(y, n), None),
         ("dualad jacobian forward", DUALAD, dualad_jac("forward"), None),
+        ("ad.jit(jacobian)", DUALAD, dualad_jit, None),
     ]
     if n <= 16:
         out.append(("dualad jacobian reverse", DUALAD, dualad_jac("reverse"), None))

@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import os
 import statistics
+import sys
 from dataclasses import dataclass, field
 
 from .timing import Timing, measure, once
@@ -36,6 +37,10 @@ class Skip(Exception):
     """Raised by a method's builder when it cannot run here (recorded as skipped)."""
 
 
+#: How a row whose ``ad.jit`` call does not compile begins (instead of a time).
+FALLS_BACK = "ad.jit falls back"
+
+
 _NOTES: list[str] = []
 _PEERS: dict[str, object] = {}
 
@@ -57,6 +62,43 @@ def short_error(exc: BaseException, limit: int = 120) -> str:
     msg = " ".join(str(exc).split())
     text = f"error: {type(exc).__name__}" + (f": {msg}" if msg else "")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def jit_fallback(exc: BaseException) -> str | None:
+    """``ad.jit falls back: <why>`` for an ``ad.JitError`` (the first line of its message,
+    without the advice to pass ``fallback='warn'``); None for any other exception.
+
+    Compiled rows are built with ``ad.jit(..., fallback="error")``: where the call does not
+    compile, the row says so instead of timing the Python replay under the name ``ad.jit``,
+    and it becomes a timed row by itself once the call compiles.
+    """
+    mod = sys.modules.get("dualad")
+    jit_error = getattr(mod, "JitError", None)
+    if jit_error is None or not isinstance(exc, jit_error):
+        return None
+    lines = str(exc).strip().splitlines() or [""]
+    why = lines[0].split(" Pass fallback=")[0].strip()
+    return f"{FALLS_BACK}: {why}" if why else FALLS_BACK
+
+
+def row_error(exc: BaseException) -> str:
+    """The text a row shows instead of a time when building, checking or timing it raised
+    ``exc``: ``skipped: ...`` (:class:`Skip`), ``ad.jit falls back: ...`` (an
+    ``ad.JitError``), else ``error: Type: message``."""
+    if isinstance(exc, Skip):
+        return f"skipped: {exc}"
+    return jit_fallback(exc) or short_error(exc)
+
+
+def falls_back(row: Row) -> bool:
+    """Whether ``row`` is an ``ad.jit`` row whose call does not compile."""
+    return row.times is None and (row.error or "").startswith(FALLS_BACK)
+
+
+def jit(fn):
+    """``ad.jit(fn, fallback="error")``: what the compiled rows time. A call that does not
+    compile raises ``ad.JitError`` (the row then says why) rather than running the replay."""
+    return require_dualad().jit(fn, fallback="error")
 
 
 def peer(name: str):
@@ -161,10 +203,8 @@ class Bench:
                 row.times = measure(fn, **measure_kw)
             if scale != 1.0:
                 row.times = row.times.scaled(scale)
-        except Skip as exc:
-            row.error = f"skipped: {exc}"
         except Exception as exc:  # one method failing must not stop the run
-            row.error = short_error(exc)
+            row.error = row_error(exc)
         self.rows.append(row)
         status = row.error or f"{row.times.median:.4g} µs"
         print(f"  {self.name:14s} {case:22s} {method:30s} {status}", flush=True)
@@ -189,17 +229,15 @@ class Bench:
                 if check is not None:
                     row.extra.update(check(result))
                 live.append((row, fn, []))
-            except Skip as exc:
-                row.error = f"skipped: {exc}"
             except Exception as exc:
-                row.error = short_error(exc)
+                row.error = row_error(exc)
         for _ in range(repeat):
             for row, fn, samples in live:
                 if row.error is None:
                     try:
                         samples.append(once(fn)[0])
                     except Exception as exc:
-                        row.error = short_error(exc)
+                        row.error = row_error(exc)
         for row, _, samples in live:
             if row.error is None and samples:
                 row.times = Timing(

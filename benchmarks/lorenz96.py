@@ -10,6 +10,7 @@ from .common import (
     PEER,
     REFERENCE,
     Bench,
+    jit,
     max_abs_err,
     note,
     require,
@@ -22,7 +23,9 @@ DESCRIPTION = """
 Full n x n Jacobian of the Lorenz-96 right-hand side written with np.roll, at a random
 point. Baseline: the analytic Jacobian filled in with numpy fancy indexing. References:
 the same analytic Jacobian as a numba loop, and central finite differences (all 2n
-perturbed points in one batched call). max abs err is against the analytic Jacobian.
+perturbed points in one batched call). dualad: eager ad.jacobian (forward and reverse
+mode), and ad.jit(ad.jacobian(f)) (compiled at the untimed first call, as jax.jit is).
+max abs err is against the analytic Jacobian.
 """
 
 
@@ -78,6 +81,11 @@ def methods(x):
 
         return make
 
+    def dualad_jit():
+        ad = require_dualad()
+        jac = jit(ad.jacobian(lorenz96))
+        return lambda: jac(x)
+
     def numba_jac():
         fn = _numba()
         return lambda: fn(x)
@@ -108,6 +116,7 @@ def methods(x):
         ("central FD (batched)", REFERENCE, lambda: lambda: central_fd(_batched, x), None),
         ("dualad jacobian forward", DUALAD, dualad_jac("forward"), None),
         ("dualad jacobian reverse", DUALAD, dualad_jac("reverse"), None),
+        ("ad.jit(jacobian)", DUALAD, dualad_jit, None),
         ("jax.jit(jacfwd)", PEER, jax_jac("jacfwd"), "jax"),
         ("jax.jit(jacrev)", PEER, jax_jac("jacrev"), "jax"),
         ("torch.func.jacfwd", PEER, torch_jacfwd, "torch"),

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, PEER, Bench, require, require_dualad, to_numpy
+from .common import BASELINE, DUALAD, PEER, Bench, jit, require, require_dualad, to_numpy
 
 TITLE = "per-op overhead of a scalar elementwise chain (times are µs per op)"
 XLABEL = "ops in the chain"
 DESCRIPTION = """
 A chain of n scalar operations cycling np.sin, * 1.0001, + 0.1, starting at x = 0.5;
-gradient (forward + backward pass) of the final value. Every time in this table is the
+gradient (forward + backward pass) of the final value: eager ad.grad, and
+ad.jit(ad.grad(chain)) (compiled at the untimed first call: straight-line Numba code, or the
+compiled interpreter beyond the compile-cost cap). Every time in this table is the
 per-call time divided by n, i.e. the cost per recorded operation. Baseline: plain numpy
 evaluation of the same chain (forward only, no derivative). max abs err is against the
 analytic derivative accumulated by hand.
@@ -55,6 +57,11 @@ def methods(n, x0):
         g = ad.grad(lambda x: chain(x, np.sin, n))
         return lambda: g(x0)
 
+    def dualad_jit():
+        ad = require_dualad()
+        g = jit(ad.grad(lambda x: chain(x, np.sin, n)))
+        return lambda: g(x0)
+
     def torch_grad():
         torch = require("torch")
 
@@ -83,6 +90,7 @@ def methods(n, x0):
     return [
         ("numpy forward only", BASELINE, numpy_eval, None),
         ("dualad grad", DUALAD, dualad_grad, None),
+        ("ad.jit(grad)", DUALAD, dualad_jit, None),
         ("torch", PEER, torch_grad, "torch"),
         ("autograd", PEER, autograd_grad, "autograd"),
         ("jax grad (no jit)", PEER, jax_grad(False), "jax"),

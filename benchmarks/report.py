@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .common import BASELINE, DUALAD, PEER, Row, notes
+from .common import BASELINE, DUALAD, FALLS_BACK, PEER, Row, falls_back, notes
 from .timing import Timing, format_us
 
 #: Within this factor of each other, a case is a tie.
@@ -81,7 +81,8 @@ def summary(rows: list[Row]) -> str:
         lines.append(f"**Peers faster than dualad ({len(faster)}):** " + "; ".join(faster) + ".")
     else:
         lines.append("**Peers faster than dualad:** none (among cases where dualad ran).")
-    failed = [r for r in rows if r.kind == DUALAD and r.times is None]
+    fallback = [r for r in rows if r.kind == DUALAD and falls_back(r)]
+    failed = [r for r in rows if r.kind == DUALAD and r.times is None and not falls_back(r)]
     ran = [r for r in rows if r.kind == DUALAD and r.times is not None]
     lines.append(
         f"**dualad rows:** {len(ran)} measured, {len(failed)} errored or skipped"
@@ -94,6 +95,14 @@ def summary(rows: list[Row]) -> str:
         )
         + "."
     )
+    if fallback:
+        lines.append(
+            f"**ad.jit rows not compiled ({len(fallback)}),** each timed once its call "
+            "compiles: "
+            + "; ".join(f"{r.benchmark} {r.case}/{r.method}: "
+                        f"{r.error[len(FALLS_BACK) + 2:].rstrip('.')}" for r in fallback)
+            + "."
+        )
     return "\n\n".join(lines)
 
 
