@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, max_abs_err, require, require_dualad
+from .common import (
+    BASELINE,
+    DUALAD,
+    PEER,
+    REFERENCE,
+    Bench,
+    jit,
+    max_abs_err,
+    require,
+    require_dualad,
+)
 
 TITLE = "newly covered functions: convolve, median, reverse-only primitives, grad of @njit"
 XLABEL = "n (inputs)"
@@ -13,15 +23,19 @@ DESCRIPTION = """
 Four cases, each against a baseline in the same run. (1) gradient of
 sum(convolve(x, k, "same") ** 2) for a signal of n entries and a kernel of 9: baseline the
 gradient by hand (a correlation of the residual); dualad ad.grad (the convolution is a sum
-of 9 shifted copies); jax.jit(grad), autograd. (2) gradient of sum(median(X, axis=1) ** 2)
-for X of shape (n/10, 10): baseline by hand (the two middle entries of each sorted row);
-dualad ad.grad; jax.jit(grad). (3) Hessian of sum(softplus(x) ** 2) with softplus a
-primitive: baseline dualad with a written forward rule; dualad with only a gradient rule
-(forward mode from the reverse rule, one reverse pass per direction). (4) gradient of
+of 9 shifted copies) and ad.jit(ad.grad(loss)); jax.jit(grad), autograd. (2) gradient of
+sum(median(X, axis=1) ** 2) for X of shape (n/10, 10): baseline by hand (the two middle
+entries of each sorted row); dualad ad.grad and ad.jit(ad.grad(loss)); jax.jit(grad).
+(3) Hessian of sum(softplus(x) ** 2) with softplus a primitive: baseline dualad with a
+written forward rule; dualad with only a gradient rule (forward mode from the reverse rule,
+one reverse pass per direction), eager and through ad.jit(ad.hessian(f)). (4) gradient of
 the Rosenbrock function written as an @njit loop: baseline the gradient by hand in numpy;
 dualad ad.grad of the @njit function (compiled forward mode, all directions in one call)
 and ad.grad of the same Python function in numpy mode (reverse mode); numba's compile time
-is in the untimed warm-up.
+is in the untimed warm-up (no ad.jit row: ad.grad of an @njit function is compiled code
+already, and ad.jit does not take it). ad.jit rows are compiled at the untimed first call
+with fallback="error": where a call does not compile (yet), the row says ad.jit falls back
+and why.
 """
 
 KERNEL = np.linspace(-1.0, 1.0, 9) ** 2
@@ -119,6 +133,9 @@ def run(quick: bool = False):
         bench.time(case, "dualad grad", DUALAD,
                    lambda x=x: (lambda g: lambda: g(x))(ad.grad(_conv_loss(np))),
                    size=n, check=check, panel=panel)
+        bench.time(case, "ad.jit(grad)", DUALAD,
+                   lambda x=x: (lambda g: lambda: g(x))(jit(ad.grad(_conv_loss(np)))),
+                   size=n, check=check, panel=panel)
         bench.time(case, "jax.jit(grad)", PEER, lambda x=x: _jax_grad(_conv_loss, x),
                    size=n, check=check, peer_name="jax", panel=panel)
         bench.time(case, "autograd grad", PEER, lambda x=x: _autograd_grad(_conv_loss, x),
@@ -134,6 +151,9 @@ def run(quick: bool = False):
         bench.time(case, "dualad grad", DUALAD,
                    lambda x=x: (lambda g: lambda: g(x))(ad.grad(_median_loss(np))),
                    size=n, check=check, panel=panel)
+        bench.time(case, "ad.jit(grad)", DUALAD,
+                   lambda x=x: (lambda g: lambda: g(x))(jit(ad.grad(_median_loss(np)))),
+                   size=n, check=check, panel=panel)
         bench.time(case, "jax.jit(grad)", PEER, lambda x=x: _jax_grad(_median_loss, x),
                    size=n, check=check, peer_name="jax", panel=panel)
 
@@ -142,11 +162,14 @@ def run(quick: bool = False):
         x = rng.standard_normal(n)
         check = max_abs_err(_softplus_hessian(x))
         case, panel = f"hessian n={n}", "reverse-only primitive"
-        for method, kind, prim in (("dualad, forward rule written", BASELINE, both),
-                                   ("dualad, gradient rule only", DUALAD, rev)):
+        for method, kind, prim, compiled in (
+                ("dualad, forward rule written", BASELINE, both, False),
+                ("dualad, gradient rule only", DUALAD, rev, False),
+                ("ad.jit(hessian), gradient rule only", DUALAD, rev, True)):
             bench.time(case, method, kind,
-                       lambda x=x, p=prim: (lambda h: lambda: h(x))(
-                           ad.hessian(lambda v: np.sum(p(v) ** 2))),
+                       lambda x=x, p=prim, compiled=compiled: (lambda h: lambda: h(x))(
+                           (jit if compiled else lambda h: h)(
+                               ad.hessian(lambda v: np.sum(p(v) ** 2)))),
                        size=n, check=check, panel=panel)
 
     import numba

@@ -16,7 +16,7 @@ from .common import (
     max_abs_err,
     peer,
     require_dualad,
-    short_error,
+    row_error,
     to_numpy,
 )
 from .timing import Timing, pick_number
@@ -26,7 +26,9 @@ DESCRIPTION = """
 The same three problems as op_chain, tr_matmul and mlp. "dualad replayed grad" records the
 function once with ad.record (not timed) and times tape.grad at the point, "dualad record"
 times ad.record itself (one traced run plus building the replay program; its "vs eager"
-column divides by the eager grad row of the same case), "dualad eager grad" is ad.grad.
+column divides by the eager grad row of the same case), "dualad eager grad" is ad.grad,
+"ad.jit(grad)" is ad.jit(ad.grad(f)) (compiled at the untimed first call, as jax.jit is;
+where the call does not compile, the row says ad.jit falls back and why).
 The chain rows are per operation (the call divided by n = 100), against plain numpy
 evaluation of the chain (forward only); tr(x1 @ x2) at 30 x 30 and the MLP loss at
 64 x 32 are against the backward pass written by hand. jax.jit and torch rows come from
@@ -52,13 +54,14 @@ def _chain_methods(n, x0):
         record = _record()
         return lambda: record(f, x0)
 
-    peers = [m for m in op_chain.methods(n, x0) if m[0] in ("torch", "jax.jit(grad)")]
-    eager = [m for m in op_chain.methods(n, x0) if m[0] == "dualad grad"][0]
+    named = {m[0]: m for m in op_chain.methods(n, x0)}
     return [m for m in op_chain.methods(n, x0) if m[1] == BASELINE] + [
-        ("dualad eager grad", DUALAD, eager[2], None),
+        ("dualad eager grad", DUALAD, named["dualad grad"][2], None),
         ("dualad replayed grad", DUALAD, replayed, None),
         ("dualad record", DUALAD, recording, None),
-    ] + peers
+        named["ad.jit(grad)"],
+        named["torch"], named["jax.jit(grad)"],
+    ]
 
 
 def _tr_methods():
@@ -74,7 +77,7 @@ def _tr_methods():
     return [named["numpy by hand"], ("dualad eager grad", DUALAD, named["dualad grad"][2], None),
             ("dualad replayed grad", DUALAD, replayed, None),
             ("dualad record", DUALAD, recording, None),
-            named["torch"], named["jax.jit(grad)"]]
+            named["ad.jit(grad)"], named["torch"], named["jax.jit(grad)"]]
 
 
 def _mlp_methods():
@@ -91,14 +94,15 @@ def _mlp_methods():
     return [named["numpy by hand"], ("dualad eager grad", DUALAD, named["dualad grad"][2], None),
             ("dualad replayed grad", DUALAD, replayed, None),
             ("dualad record", DUALAD, recording, None),
-            named["torch"], named["jax.jit(grad)"]]
+            named["ad.jit(grad)"], named["torch"], named["jax.jit(grad)"]]
 
 
 def _vs_eager(rows):
     """Add "vs eager" to the record rows: record time over one eager grad, same case."""
     eager = {r.case: r for r in rows if r.method == "dualad eager grad" and r.times}
     for r in rows:
-        if r.method in ("dualad record", "dualad replayed grad") and r.times and \
+        if r.method in ("dualad record", "dualad replayed grad", "ad.jit(grad)") and \
+                r.times and \
                 r.case in eager:
             r.extra["vs eager"] = f"{r.times.median / eager[r.case].times.median:.2f}x"
 
@@ -121,17 +125,21 @@ def _interleaved(bench, case, methods, *, rounds, size, check, scale=1.0):
                 row.extra.update(check(result))
             live.append((row, fn, pick_number(fn, 0.002), []))
         except Exception as exc:  # one method failing must not stop the others
-            row.error = short_error(exc)
+            row.error = row_error(exc)
             live.append((row, None, 0, []))
     for _ in range(rounds):
         for row, fn, number, samples in live:
             if fn is not None and row.error is None:
                 t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
+                try:
+                    for _ in range(number):
+                        fn()
+                except Exception as exc:  # e.g. ad.JitError where a new recording
+                    row.error = row_error(exc)  # does not compile
+                    continue
                 samples.append((time.perf_counter() - t0) * 1e6 / number * scale)
     for row, _fn, number, samples in live:
-        if samples:
+        if samples and row.error is None:
             row.times = Timing(statistics.median(samples), min(samples), max(samples), number,
                                len(samples), tuple(samples))
         bench.add(row)
