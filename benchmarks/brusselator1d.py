@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, REFERENCE, Bench, max_abs_err, require_dualad
+from .common import BASELINE, DUALAD, REFERENCE, Bench, jit, max_abs_err, require_dualad
 from .stiff_ode import make_brusselator
 
 TITLE = "1-D Brusselator as a Python loop (400 states): Jacobian, and solve_ivp(BDF)"
@@ -15,11 +15,13 @@ alpha = 1/50, Dirichlet ends, 200 grid points x 2 species = 400 states), but wri
 way simulation code often is: a Python loop over grid points that writes each entry of
 dy = np.empty_like(y). Jacobian rows: baseline scipy's own finite differences
 (`scipy.optimize._numdiff.approx_derivative`, 2-point, what solve_ivp uses for jac=None),
-`ad.ode_jacobian(f)` (default chunk) and the analytic Jacobian; max abs err is against the
-analytic one. solve_ivp rows: whole
+`ad.ode_jacobian(f)` (default chunk), `ad.jit(ad.ode_jacobian(f))` (the loop recorded and
+compiled at the untimed first call; a program this long runs in the compiled interpreter)
+and the analytic Jacobian; max abs err is against the analytic one. solve_ivp rows: whole
 solve_ivp(method="BDF", t in [0, T]) wall time with the analytic (hand-written) jac as
-baseline, jac=None and jac=ad.ode_jacobian(f); the methods take turns, one solve each per
-round.
+baseline, jac=None, jac=ad.ode_jacobian(f) and jac=ad.jit(ad.ode_jacobian(f)) (compiled in
+the untimed first solve); the methods take turns, one solve each per round. ad.jit rows use
+fallback="error": where the call does not compile, the row says ad.jit falls back and why.
 """
 
 GRID = 200
@@ -66,15 +68,19 @@ def run(quick: bool = False):
     def fd():
         return lambda: approx_derivative(lambda y: f(0.0, y), y0)
 
-    def dualad_jac(chunk=None):
+    def dualad_jac(chunk=None, compiled=False):
         def make():
             j = require_dualad().ode_jacobian(f, chunk=chunk)
+            if compiled:
+                j = jit(j)
             return lambda: j(0.0, y0)
 
         return make
 
     bench.time(case, "scipy approx_derivative", BASELINE, fd, size=states, check=check)
     bench.time(case, "dualad ode_jacobian", DUALAD, dualad_jac(), size=states, check=check)
+    bench.time(case, "ad.jit(ode_jacobian)", DUALAD, dualad_jac(compiled=True), size=states,
+               check=check)
     bench.time(case, "analytic jac", REFERENCE, lambda: lambda: jac(0.0, y0), size=states,
                check=check)
 
@@ -97,6 +103,8 @@ def run(quick: bool = False):
             ("jac=None (scipy FD)", REFERENCE, lambda: lambda: solve(None), None),
             ("jac=ad.ode_jacobian(f)", DUALAD,
              lambda: (lambda j: lambda: solve(j))(require_dualad().ode_jacobian(f)), None),
+            ("jac=ad.jit(ad.ode_jacobian(f))", DUALAD,
+             lambda: (lambda j: lambda: solve(j))(jit(require_dualad().ode_jacobian(f))), None),
         ],
         repeat=2 if quick else 3,
         size=states,

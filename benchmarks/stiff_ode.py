@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, require, require_dualad
+from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, jit, require, require_dualad
 
 TITLE = "scipy.integrate.solve_ivp(method='BDF'): Jacobian sources"
 XLABEL = "states"
@@ -13,8 +13,10 @@ Whole solve_ivp(method="BDF") wall time (the methods take turns, one solve each 
 round, so load from other processes falls on all of them alike) on the Robertson problem (3 states, t in
 [0, 1e5]) and the 1-D Brusselator (Hairer & Wanner: A = 1, B = 3, alpha = 1/50,
 Dirichlet ends; 200 grid points x 2 species = 400 states, t in [0, 10]), with
-jac=None (scipy's finite differences), jac=ad.ode_jacobian(f), jax.jit(jacfwd) and the
-analytic Jacobian (baseline). nfev/njev/nlu are from the solver (its nfev leaves out
+jac=None (scipy's finite differences), jac=ad.ode_jacobian(f),
+jac=ad.jit(ad.ode_jacobian(f)) (compiled during the untimed first solve, as jax.jit is;
+fallback="error": where the call does not compile, the row says ad.jit falls back and
+why), jax.jit(jacfwd) and the analytic Jacobian (baseline). nfev/njev/nlu are from the solver (its nfev leaves out
 the calls made for finite-difference Jacobians; f calls counts every call of f by the
 solver); final diff is
 max |y(T) - y_analytic(T)|.
@@ -134,6 +136,9 @@ def run(quick: bool = False):
         def dualad_jac(f=f):
             return require_dualad().ode_jacobian(f)
 
+        def dualad_jit(f=f):
+            return jit(require_dualad().ode_jacobian(f))
+
         def jax_jac(fxp=fxp):
             jax = require("jax")
             jj = jax.jit(jax.jacfwd(fxp(jax.numpy), argnums=1))
@@ -143,6 +148,7 @@ def run(quick: bool = False):
             ("analytic jac", BASELINE, lambda ajac=ajac: ajac, None),
             ("jac=None (scipy FD)", REFERENCE, lambda: None, None),
             ("dualad ode_jacobian", DUALAD, dualad_jac, None),
+            ("ad.jit(ode_jacobian)", DUALAD, dualad_jit, None),
             ("jax.jit(jacfwd)", PEER, jax_jac, "jax"),
         ]
         bench.time_interleaved(
