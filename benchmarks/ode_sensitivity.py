@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, PEER, Bench, note, require, require_dualad
+from .common import BASELINE, DUALAD, PEER, REFERENCE, Bench, jit, note, require, require_dualad
 
 TITLE = "Differentiating through solve_ivp / odeint: sensitivities vs the forward solve"
 XLABEL = "case"
@@ -15,7 +15,10 @@ periodic grid (512 states, t in [0, 1], parameters A = 3.4, B = 1, alpha = 1 wit
 Laplacian scaled by N², stiff; sparse Jacobians). The
 baseline is the forward solve alone (`solve_ivp(..., jac=ad.ode_jacobian(f))`, the
 Jacobian built once; the differentiated solves get the same `jac=`, as a user fitting
-parameters would pass it, so the sparsity pattern is found once). Rows:
+parameters would pass it, so the sparsity pattern is found once). The "jac=ad.jit" rows
+pass `jac=ad.jit(ad.ode_jacobian(f))` instead (compiled in the untimed first run;
+fallback="error": where it does not compile, the row says ad.jit falls back and why); the
+forward solve with it is a reference row, and the targets stay with the eager rows. Rows:
 the gradient of a scalar loss (a weighted sum of the solution at 5 times) by the adjoint
 (target <= 4x the solve) and by forward sensitivities, and the forward-mode Jacobian
 d y(T) / d p with k = 1 or 3 parameters (target <= (1 + 0.5 k)x). jax's odeint
@@ -79,6 +82,9 @@ def _stiff_cases(bench, quick):
         times = np.linspace(0.0, t_end, 5)
         w = np.cos(np.arange(y0.size * times.size)).reshape(y0.size, times.size) + 1.5
         jac = ad.ode_jacobian(f, sparse=options.get("sparse", False))
+        # what a user would pass for speed: the same Jacobian compiled (at its first call,
+        # in the untimed first run of each method)
+        jit_jac = jit(ad.ode_jacobian(f, sparse=options.get("sparse", False)))
 
         def solve(p=p, f=f, y0=y0, times=times, atol=atol, jac=jac):
             import scipy.integrate
@@ -124,12 +130,20 @@ def _stiff_cases(bench, quick):
 
         methods = [
             ("forward solve alone", BASELINE, lambda solve=solve: solve, None, None),
+            ("forward solve alone, jac=ad.jit", REFERENCE,
+             lambda solve=solve, jit_jac=jit_jac: lambda: solve(jac=jit_jac), None, None),
             ("dualad grad, adjoint", DUALAD,
              lambda loss=loss, p=p: lambda: ad.grad(lambda q: loss(q, "adjoint"))(p), None,
              "<= 4x"),
+            ("dualad grad, adjoint, jac=ad.jit", DUALAD,
+             lambda loss=loss, p=p, jit_jac=jit_jac: lambda: ad.grad(
+                 lambda q: loss(q, "adjoint", jac=jit_jac))(p), None, None),
             ("dualad grad, forward sens.", DUALAD,
              lambda loss=loss, p=p: lambda: ad.grad(lambda q: loss(q, "forward"))(p), None,
              "<= 2.5x"),
+            ("dualad grad, forward sens., jac=ad.jit", DUALAD,
+             lambda loss=loss, p=p, jit_jac=jit_jac: lambda: ad.grad(
+                 lambda q: loss(q, "forward", jac=jit_jac))(p), None, None),
         ]
         for k in (1, 3):
             methods.append((
