@@ -7,7 +7,11 @@ each). The states are sent in batches (one task per batch, ``ad.vmap`` inside): 
 costs about a millisecond of scheduling, more than one small Jacobian, so the number of
 tasks comes from a measurement (the loop's time per Jacobian and a no-op task's round
 trip on the cluster; see ``batch_count``); per-state tasks (100 of them, scaled to the
-ensemble) are shown once for comparison. Times are per Jacobian (wall time of the whole ensemble / 1,000);
+ensemble) are shown once for comparison. Two more in-process rows compile the Jacobian,
+``jac = ad.jit(ad.ode_jacobian(f))`` (at an untimed first call; fallback="error"): a loop of
+its calls, and ``ad.vmap(jac, in_axes=(None, 0))``. Compiled, the whole ensemble costs about
+a task round trip (the "task overhead" column), so it is not sent to the workers.
+Times are per Jacobian (wall time of the whole ensemble / 1,000);
 "Jacobians/s" is the throughput. The cluster's start-up (seconds) is not timed: it is paid
 once per session. A real cluster runs the same code with ``Client("scheduler-address")``.
 
@@ -22,7 +26,7 @@ import time
 
 import numpy as np
 
-from .common import BASELINE, DUALAD, Row, short_error
+from .common import BASELINE, DUALAD, Row, row_error, short_error
 from .timing import Timing
 
 TITLE = "ensemble of 1,000 ODE Jacobians: in-process loop vs dask worker processes"
@@ -87,6 +91,40 @@ def _row(method, kind, seconds, workers, extra=None):
     return row
 
 
+def _compiled_rows(states, reference, repeat) -> list[Row]:
+    """The ensemble in process with ``jac = ad.jit(ad.ode_jacobian(f))``: a loop of calls,
+    and ``ad.vmap(jac, in_axes=(None, 0))`` (compiled at an untimed first call; where the
+    call does not compile, the row says ad.jit falls back and why)."""
+    import dualad as ad
+
+    from .common import jit
+
+    stacked = np.asarray(states)
+    methods = [
+        ("in-process loop, jac=ad.jit(ode_jacobian)",
+         lambda jac: lambda: [jac(0.0, y) for y in states]),
+        ("in-process ad.vmap(ad.jit(ode_jacobian))",
+         lambda jac: (lambda batched: lambda: list(batched(0.0, stacked)))(
+             ad.vmap(jac, in_axes=(None, 0)))),
+    ]
+    rows = []
+    for method, make in methods:
+        try:
+            fn = make(jit(ad.ode_jacobian(lorenz96)))
+            results = fn()  # compiles; not timed
+            err = max(float(np.max(np.abs(a - b))) for a, b in zip(results, reference))
+            seconds = []
+            for _ in range(max(repeat, 3)):
+                t0 = time.perf_counter()
+                fn()
+                seconds.append(time.perf_counter() - t0)
+            rows.append(_row(method, DUALAD, seconds, 0, {"max abs diff": f"{err:.1e}"}))
+        except Exception as exc:  # noqa: BLE001 - one method failing must not stop the run
+            rows.append(Row("ensemble", f"{N_STATES} states", method, DUALAD, size=1,
+                            error=row_error(exc)))
+    return rows
+
+
 def run(quick: bool = False) -> list[Row]:
     """Rows: the in-process loop, then 1 and 2 worker processes (best of ``repeat``)."""
     import dualad as ad
@@ -103,6 +141,7 @@ def run(quick: bool = False) -> list[Row]:
         seconds.append(time.perf_counter() - t0)
     rows.append(_row("in-process loop", BASELINE, seconds, 0))
     per_state = min(seconds) / N_STATES
+    rows.extend(_compiled_rows(states, reference, repeat))
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:
