@@ -36,8 +36,10 @@ The model is an ordinary `@numba.njit` loop (`out = np.empty_like(x)`, `out[i] =
 (8 directions per pass, all passes in one compiled driver). Baseline: a hand-written
 `@numba.njit` analytic Jacobian (dense n x n, compilation excluded). Peer: `jax.jit
 (jax.jacfwd)` of the numpy form with `jnp.roll` (compilation excluded). Reference:
-`ad.jacobian` of the numpy form (numpy-mode forward duals). max abs err is against the
-analytic Jacobian. The "compile" rows run in fresh interpreters: the first
+`ad.jacobian` of the numpy form (numpy-mode forward duals). No ad.jit row: the Jacobian of
+an @njit function is compiled code already, and ad.jit does not take one (the numpy form's
+compiled Jacobian is in the lorenz96 benchmark). max abs err is against the analytic
+Jacobian. The "compile" rows run in fresh interpreters: the first
 `ad.jacobian(model)(x)` with an empty cache directory (cold: generate and compile), and
 again in a new process with the cache that run left (warm: load from disk); "numba warm"
 rows time it after the process has already called one cached @njit function (numba's own
