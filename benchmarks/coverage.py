@@ -42,7 +42,10 @@ KERNEL = np.linspace(-1.0, 1.0, 9) ** 2
 
 
 def _conv_loss(m):
-    return lambda x: m.sum(m.convolve(x, m.asarray(KERNEL), "same") ** 2)
+    def convolve_loss(x):
+        return m.sum(m.convolve(x, m.asarray(KERNEL), "same") ** 2)
+
+    return convolve_loss
 
 
 def _conv_by_hand(x):
@@ -54,7 +57,10 @@ def _conv_by_hand(x):
 
 
 def _median_loss(m):
-    return lambda x: m.sum(m.median(x, axis=1) ** 2)
+    def median_loss(x):
+        return m.sum(m.median(x, axis=1) ** 2)
+
+    return median_loss
 
 
 def _softplus_primitives():
@@ -82,6 +88,13 @@ def _softplus_primitives():
     extend.gradient_rule(rev, both)(gradient)
     extend.tangent_rule(both)(tangent)
     return rev, both
+
+
+def _sum_of_squares(softplus):
+    def softplus_squares(v):
+        return np.sum(softplus(v) ** 2)
+
+    return softplus_squares
 
 
 def _softplus_hessian(x):
@@ -169,7 +182,7 @@ def run(quick: bool = False):
             bench.time(case, method, kind,
                        lambda x=x, p=prim, compiled=compiled: (lambda h: lambda: h(x))(
                            (jit if compiled else lambda h: h)(
-                               ad.hessian(lambda v: np.sum(p(v) ** 2)))),
+                               ad.hessian(_sum_of_squares(p)))),
                        size=n, check=check, panel=panel)
 
     import numba

@@ -37,14 +37,17 @@ def methods(u):
     n = u.size
     k = _wavenumbers(n)
 
+    def spectral_energy(u):
+        return energy(u, np.fft, k)
+
     def dualad_grad():
         ad = require_dualad()
-        g = ad.grad(lambda u: energy(u, np.fft, k))
+        g = ad.grad(spectral_energy)
         return lambda: g(u)
 
     def dualad_jit():
         ad = require_dualad()
-        g = jit(ad.grad(lambda u: energy(u, np.fft, k)))
+        g = jit(ad.grad(spectral_energy))
         return lambda: g(u)
 
     def jax_grad(jitted):
