@@ -49,6 +49,7 @@ from ..derivatives.registry import rules
 from ..derivatives.scalar_forms import scalar_forms
 from .interpreter_source import HEADER, WIDTH, interpreter_source, map_key, predicate_key
 from .lowering import (
+    Call,
     Const,
     Gather,
     Guard,
@@ -230,6 +231,9 @@ class _Encoder:
             self.guard(ins)
         elif isinstance(ins, MatMul):
             self.matmul(ins)
+        elif isinstance(ins, Call):  # numpy calls between compiled parts: not in here
+            raise LoweringError(f"{ins.operation.op!r}, which has no compiled form "
+                                f"({ins.why.split('; ')[0]})")
         else:  # pragma: no cover - every lowered instruction is one of the above
             raise LoweringError(f"an instruction {type(ins).__name__}")
 

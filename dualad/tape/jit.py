@@ -48,7 +48,7 @@ from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
 from .interpreter import InterpretedProgram, interpret
-from .lowering import LoweringError, lower
+from .lowering import Call, LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
 from .pattern_cache import Pattern, code_stamp, digest, load_pattern, store_pattern
 from .program import GuardFailed, NanTangents, fresh
@@ -72,6 +72,11 @@ _PATTERN_VERSION = 1
 
 def _qualified(f: Any) -> str:
     return f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', type(f).__name__)}"
+
+
+def _calls(code: NumbaProgram) -> list[Call]:
+    """The operations of ``code`` run as themselves (numpy calls in the glue)."""
+    return [i for i in code.low.instructions if isinstance(i, Call)]
 
 
 def _rows(pattern: Pattern) -> np.ndarray:
@@ -509,6 +514,11 @@ class Jitted:
                 raise LoweringError("has_aux of a sparse Jacobian")
             argnum = int(self.argnums) % len(ranges)
             wanted = self._wanted(program, ranges, specs, argnum)
+            calls = _calls(code)
+            if calls and self.options.get("sparsity") is None:
+                raise LoweringError(f"a sparse Jacobian through {calls[0].operation.op!r}, "
+                                    f"run as itself: its pattern may change from point to "
+                                    f"point (pass sparsity= to fix it)")
             return self._sparse(code, wanted)
         if kind == "jacobian" and not isinstance(self.argnums, (int, np.integer)):
             nums = [int(a) % len(ranges) for a in self.argnums]
@@ -519,7 +529,8 @@ class Jitted:
         if aux:
             return code.jacobian(wanted, aux=True), _with_aux(program)
         kernel = None
-        if "color" in self.options:  # structurally sparse: compressed seeds
+        if "color" in self.options and not _calls(code):  # structurally sparse: compressed
+            # seeds (not through calls run as themselves: a sort's pattern follows the point)
             kernel = self._compressed_dense(code, wanted)
         if kernel is None:
             kernel = code.jacobian(wanted)

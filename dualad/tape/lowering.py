@@ -15,14 +15,17 @@ instructions are:
   matrix;
 - :class:`MatMul`: a matrix product of two computed values (a declared contraction; or a
   call of two computed vectors that probes as their dot product, ``np.inner``);
+- :class:`Call`: any other differentiable call with real values, run as itself (a numpy
+  call in the Python glue, derivatives from its eager rules);
 - :class:`Guard`: a check that a value the recording depended on (a branch taken on a
   comparison, a number read from a value) reads as recorded; compiled code raises
   :class:`~dualad.tape.program.GuardFailed` when it does not, and the caller records again.
 
 Which calls are which comes from the declarations of the numpy rule families
 (:mod:`dualad.sparsity.flows`) and from the rules tables, never from a list of numpy
-functions here. Anything else raises :class:`LoweringError`, and the caller runs the
-program in Python instead.
+functions here. A call none of these express becomes a :class:`Call`; what
+cannot be one either (complex values, several results, values without derivative) raises
+:class:`LoweringError`, and the caller runs the program in Python instead.
 
 Example:
     >>> import numpy as np
@@ -55,7 +58,7 @@ from ..sparsity.flows import (
 )
 from .program import Operation, Program
 
-__all__ = ["Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
+__all__ = ["Call", "Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
            "Select", "differentiated_output", "lower"]
 
 #: Contractions with a constant operand are probed column by column up to this many inputs.
@@ -139,6 +142,21 @@ class Select:
     group: np.ndarray
     largest: bool
     ignores_nan: bool = False
+
+
+@dataclass
+class Call:
+    """An operation with no compiled form, run as itself: a numpy call in the Python glue
+    between compiled parts (:mod:`dualad.tape.calls`), its tangents from eager forward mode
+    on dual numbers and its adjoints from its gradient rule. ``reads``: the computed slots
+    it reads; ``why``: why it has no compiled form."""
+
+    out: int
+    reads: tuple[int, ...]
+    operation: Operation
+    why: str
+    dtypes: tuple[str, ...] = ()  # of the reads, as recorded (an index stays an integer)
+    differentiable: bool = True  # False: a value no derivative flows through
 
 
 @dataclass
@@ -226,29 +244,50 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
             low.instructions.append(Const(e.out, _float_array(slots[e.out], repr(e.op)).ravel()))
             continue
         if not e.differentiable:
-            lowered = _lower_predicate(e, shapes, read)
-            data = index_map_data(type(e.op))
-            if lowered is None and data is not None:  # entries of a mask (``m[0]``)
-                lowered = [_lower_gather(e, slots, sizes, found, data)] + [
+            why = LoweringError(f"{e.op!r} computes a value without derivative from the "
+                                f"inputs")
+            try:
+                lowered = _lower_predicate(e, shapes, read)
+                data = index_map_data(type(e.op))
+                if lowered is None and data is not None:  # entries of a mask (``m[0]``)
+                    lowered = [_lower_gather(e, slots, sizes, found, data)] + [
+                        _lower_guard(e.out, None, kind, recorded)
+                        for kind, recorded in e.guards]
+                if lowered is None and found and all(s in masks for _, _, s in found):
+                    # linear in masks (how many ties a maximum has: ``np.add.reduce(hit)``):
+                    # probed as any linear call; no derivative flows through masks
+                    lowered = [_lower_linear(e, slots, sizes, found, probed=True)] + [
+                        _lower_guard(e.out, None, kind, recorded)
+                        for kind, recorded in e.guards]
+            except LoweringError as exc:
+                lowered, why = None, exc
+            if lowered is None:  # run as itself, no derivative through it
+                lowered = [_as_call(e, slots, found, why)] + [
                     _lower_guard(e.out, None, kind, recorded) for kind, recorded in e.guards]
-            if lowered is None and found and all(s in masks for _, _, s in found):
-                # linear in masks (how many ties a maximum has: ``np.add.reduce(hit)``):
-                # probed as any linear call; no derivative flows through masks
-                lowered = [_lower_linear(e, slots, sizes, found, probed=True)] + [
-                    _lower_guard(e.out, None, kind, recorded) for kind, recorded in e.guards]
-            if lowered is None:
-                raise LoweringError(f"{e.op!r} computes a value without derivative from the "
-                                    f"inputs")
             low.instructions.extend(lowered)
             masks.add(e.out)
             continue
-        if e.guards:  # the value itself is read: checked once it is computed
+        try:
             low.instructions.append(_lower_one(e, slots, shapes, sizes, found))
+        except LoweringError as exc:  # no compiled form: run as itself, if it can be
+            low.instructions.append(_as_call(e, slots, found, exc))
+        if e.guards:  # the value itself is read: checked once it is computed
             low.instructions.extend(_lower_guard(e.out, None, kind, recorded)
                                     for kind, recorded in e.guards)
-            continue
-        low.instructions.append(_lower_one(e, slots, shapes, sizes, found))
     return low
+
+
+def _as_call(e: Operation, slots: list[Any], found: list[tuple[int, int | None, int]],
+             why: LoweringError) -> Call:
+    """A differentiable operation with no compiled form as a :class:`Call` (real values
+    in and out); ``why`` is raised again where it cannot be one."""
+    out = np.asarray(slots[e.out])
+    if out.dtype.kind not in "biuf" or any(
+            np.asarray(slots[s]).dtype.kind not in "biuf" for _, _, s in found):
+        raise why
+    reads = tuple(dict.fromkeys(s for _, _, s in found))
+    return Call(e.out, reads, e, str(why), tuple(np.asarray(slots[s]).dtype.str for s in reads),
+                e.differentiable)
 
 
 def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],

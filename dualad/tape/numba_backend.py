@@ -48,9 +48,19 @@ import numpy as np
 
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
+from .calls import GlueCall
 from .cost_bound import CostBound
 from .glue import assemble
-from .lowering import Guard, Linear, Lowered, LoweringError, MatMul, Select, differentiated_output
+from .lowering import (
+    Call,
+    Guard,
+    Linear,
+    Lowered,
+    LoweringError,
+    MatMul,
+    Select,
+    differentiated_output,
+)
 from .program import NanTangents
 from .pruning import prune
 from .regions import NUMPY_FASTER, Node, Read, Region, Step, index_source, partition
@@ -92,7 +102,7 @@ class _Writer:
         self.adjoints: set[int] = set()  # adjoints made
         self.numpy = True  # numpy regions allowed (not in code run on dual numbers)
         self.globals = globals_
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, Any] = {}  # constant arrays and glue calls, bound first
         self._named: dict[tuple[str, bytes], str] = {}
 
     def const_array(self, a: np.ndarray) -> str:
@@ -244,6 +254,8 @@ class NumbaProgram:
                 act[ins.out] = act[ins.source]
             elif isinstance(ins, MatMul):
                 act[ins.out] = act[ins.a] or act[ins.b]
+            elif isinstance(ins, Call):
+                act[ins.out] = ins.differentiable and any(act[r] for r in ins.reads)
         for v, (base, _) in self.plan.views.items():
             act[v] = act[base]
         return act
@@ -626,6 +638,52 @@ class NumbaProgram:
             self._matmul_values(w, ins)
         elif isinstance(ins, Select):
             self._select_values(w, ins)
+        elif isinstance(ins, Call):
+            self._call_values(w, ins)
+
+    # calls run as themselves ------------------------------------------------------------
+    def _glue_call(self, w: _Writer, ins: Call) -> str:
+        """The name of the :class:`~dualad.tape.calls.GlueCall` of ``ins`` (a parameter of
+        the entry bound at build time, as large constants are)."""
+        if not w.numpy:
+            raise LoweringError(f"{ins.operation.op!r} runs as a Python call ({ins.why}), "
+                                f"which this entry cannot make")
+        name = f"_call{ins.out}"
+        if name not in w.arrays:
+            w.arrays[name] = GlueCall(ins, self.low.shapes)
+        return name
+
+    def _call_values(self, w: _Writer, ins: Call) -> None:
+        call = self._glue_call(w, ins)
+        reads = ", ".join(f"_v{s}" for s in ins.reads)
+        w.switch("python")
+        w.emit(1, f"_v{ins.out} = {call}({reads})")
+        w.switch("numba")
+
+    def _call_tangents(self, w: _Writer, ins: Call, act: list[bool], K: int) -> None:
+        call = self._glue_call(w, ins)
+        values = "".join(f"_v{s}, " for s in ins.reads)
+        tangents = "".join(f"_T{s}, " if act[s] else "None, " for s in ins.reads)
+        w.switch("python")
+        w.emit(1, f"_T{ins.out}[:, :] = {call}.tangents({K}, ({values}), ({tangents}))")
+        w.switch("numba")
+
+    def _call_adjoints(self, w: _Writer, ins: Call, act: list[bool]) -> None:
+        call = self._glue_call(w, ins)
+        o = ins.out
+        self._adjoint(w, o)
+        live = [s for s in ins.reads if act[s]]
+        for s in live:
+            self._adjoint(w, s)
+        values = "".join(f"_v{s}, " for s in ins.reads)
+        needed = "".join(f"{act[s]}, " for s in ins.reads)
+        w.switch("python")
+        w.emit(1, f"_r{o} = {call}.adjoints(_a{o}, _v{o}, ({values}), ({needed}))")
+        for i, s in enumerate(ins.reads):
+            if act[s]:
+                w.emit(1, f"if _r{o}[{i}] is not None:")
+                w.emit(2, f"_a{s} += _r{o}[{i}]")
+        w.switch("numba")
 
     def _small_product(self, ins: MatMul) -> bool:
         """A product with a one-entry operand or result (a dot product of vectors, a
@@ -749,7 +807,9 @@ class NumbaProgram:
         """A step's tangent rows (``_T{slot}``: one row per entry, a column per direction)."""
         sizes = self.low.sizes
         o = ins.out
-        if isinstance(ins, Linear):
+        if isinstance(ins, Call):
+            self._call_tangents(w, ins, act, K)
+        elif isinstance(ins, Linear):
             s = ins.source
             ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
                              w.const_array(ins.data))
@@ -802,6 +862,9 @@ class NumbaProgram:
 
         if isinstance(ins, MatMul):
             self._matmul_adjoints(w, ins, act)
+            return
+        if isinstance(ins, Call):
+            self._call_adjoints(w, ins, act)
             return
         self._adjoint(w, o)
         if isinstance(ins, Select):
@@ -898,6 +961,8 @@ class NumbaProgram:
                 found |= {op.slot for op in item.ins.operands if op.slot is not None}
                 if item.ins.slot is not None:
                     found.add(item.ins.slot)
+            elif isinstance(item.ins, Call):
+                found |= set(item.ins.reads)
             else:
                 found |= {getattr(item.ins, a) for a in ("source", "a", "b")
                           if getattr(item.ins, a, None) is not None}
@@ -928,7 +993,8 @@ class NumbaProgram:
 
         stepped = {s for item in self.plan.items if isinstance(item, Step)
                    for s in (getattr(item.ins, "source", None), getattr(item.ins, "a", None),
-                             getattr(item.ins, "b", None)) if s is not None}
+                             getattr(item.ins, "b", None), *getattr(item.ins, "reads", ()))
+                   if s is not None}
         stepped.add(self.out)  # an output that is an input: its seed rows
         for s, given in zip(wanted, seeds or ()):  # given directions: plain tangent rows
             w.emit(1, f"_T{s} = np.full((1, 1), {given})" if sizes[s] == 1 else

@@ -32,13 +32,14 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..derivatives.language import numba_scalar_call
 from .lowering import (
+    Call,
     Const,
     Gather,
     Guard,
@@ -205,6 +206,8 @@ def _slots_read(ins: Any) -> list[int]:
         return [ins.source]
     if isinstance(ins, MatMul):
         return [s for s in (ins.a, ins.b) if s is not None]
+    if isinstance(ins, Call):
+        return list(ins.reads)
     return []
 
 
@@ -439,6 +442,8 @@ def partition(low: Lowered) -> Plan:
         elif isinstance(ins, MatMul):
             ins = MatMul(o, materialize(ins.a), materialize(ins.b), ins.a_const, ins.b_const,
                          ins.p, ins.q, ins.r)
+        elif isinstance(ins, Call):
+            ins = replace(ins, reads=tuple(materialize(s) for s in ins.reads))
         close()
         items.append(Step(ins))
         producers[o] = items[-1]
@@ -514,6 +519,7 @@ def _mark_stored(items: list[Any], outs: set[int]) -> None:
                 s = getattr(ins, name, None)
                 if s is not None:
                     read_outside.add(s)
+            read_outside.update(getattr(ins, "reads", ()))
     for item in items:
         if isinstance(item, Region):
             for n in item.nodes:  # stored too: calls of functions (backward reads them)

@@ -438,11 +438,22 @@ def test_inputs_of_other_layouts_are_copied_not_compiled_for(small_cap):
 
 
 def test_programs_that_do_not_lower_still_fall_back_as_before(small_cap):
-    f = lambda x: np.sum(np.prod(x) * x)  # noqa: E731
+    f = lambda x: np.sum(np.abs(np.fft.fft(x)) * x)  # noqa: E731 - complex values
     x = np.array([0.5, 2.0, 3.0])
     with pytest.raises(ad.JitError) as info:
         ad.jit(ad.grad(f), fallback="error")(x)
     assert "nor interpret" not in str(info.value)
+    with pytest.warns(JitFallbackWarning):
+        np.testing.assert_allclose(ad.jit(ad.grad(f))(x), ad.grad(f)(x), rtol=1e-14)
+
+
+def test_calls_without_compiled_form_are_not_interpreted(small_cap):
+    """A call run as itself between compiled parts (``np.prod`` here) has no opcode:
+    beyond the cap, the program runs as the replay, and the message names the call."""
+    f = lambda x: np.sum(np.prod(x) * x)  # noqa: E731
+    x = np.array([0.5, 2.0, 3.0])
+    with pytest.raises(ad.JitError, match=r"nor interpret it \(Method\[prod\]"):
+        ad.jit(ad.grad(f), fallback="error")(x)
     with pytest.warns(JitFallbackWarning):
         np.testing.assert_allclose(ad.jit(ad.grad(f))(x), ad.grad(f)(x), rtol=1e-14)
 
