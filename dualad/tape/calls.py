@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..core.tracing import apply_operator
-from ..forward_mode.dual import Dual, Tag, partials_at
+from ..forward_mode.dual import Tag, new_dual, partials_at
 from ..reverse_mode.backward import _NEEDS
 from .lowering import Call
 
@@ -54,6 +54,9 @@ class GlueCall:
             ins.reads)
         self.out_shape = shapes[ins.out]
         self.out_size = int(np.prod(self.out_shape, dtype=np.int64))
+        #: complex values (read and written only by calls) stay complex between them
+        self.out_dtype = np.dtype(np.complex128 if ins.complex_out else np.float64)
+        self.complex_reads = [d.kind == "c" for d in self.dtypes]
         where = {s: i for i, s in enumerate(ins.reads)}
         #: (position, index in a sequence or None, which read) of every computed argument
         self.places = [(pos, None, where[s]) for pos, s in e.refs]
@@ -82,9 +85,9 @@ class GlueCall:
         a = np.asarray(out)
         if a.size != self.out_size:
             raise ValueError(f"{self.__name__} gave {a.size} values, recorded {self.out_size}")
-        if self.out_size == 1:
+        if self.out_size == 1 and self.out_dtype.kind == "f":
             return float(a.reshape(()))
-        return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+        return np.ascontiguousarray(a, dtype=self.out_dtype).reshape(-1)
 
     def __call__(self, *values: Any) -> Any:
         return self._flat(self.fn(*self._arguments(self._shaped(values)), **self.kw))
@@ -93,15 +96,16 @@ class GlueCall:
         """The ``(size, K)`` tangent rows of the result, from those of the reads (None: a
         read without derivative)."""
         tag = Tag()
-        duals = tuple(v if t is None else
-                      Dual(v, np.reshape(np.asarray(t, dtype=np.float64), v.shape + (K,)), tag)
+        duals = tuple(v if t is None else  # complex tangents too (a complex value's)
+                      new_dual(v, np.reshape(np.asarray(t), v.shape + (K,)), tag)
                       for v, t in zip(self._shaped(values), tangents))
         out = apply_operator(self.op, tuple(self._arguments(duals)), self.kw)
         partials = partials_at(out, tag)
         if partials is None:
-            return np.zeros((self.out_size, K))
-        return np.ascontiguousarray(np.real(partials), dtype=np.float64).reshape(
-            self.out_size, K)
+            return np.zeros((self.out_size, K), dtype=self.out_dtype)
+        if self.out_dtype.kind == "f":
+            partials = np.real(partials)
+        return np.ascontiguousarray(partials, dtype=self.out_dtype).reshape(self.out_size, K)
 
     def adjoints(self, g: Any, out: Any, values: tuple, needed: tuple) -> list[Any]:
         """The adjoints of the reads (flat, a number for a one-entry read; None where not
@@ -115,9 +119,9 @@ class GlueCall:
         shaped = self._shaped(values)
         _NEEDS.value = needs
         try:
-            r = self.gfn(np.reshape(np.asarray(g, dtype=np.float64), self.out_shape),
-                         np.reshape(np.asarray(out, dtype=np.float64), self.out_shape),
-                         *self._arguments(shaped))
+            r = self.gfn(np.reshape(np.asarray(g, dtype=self.out_dtype), self.out_shape),
+                         np.reshape(np.asarray(out, dtype=self.out_dtype), self.out_shape),
+                         *self._arguments(shaped), **self.kw)
         finally:
             _NEEDS.value = None
         found: list[Any] = [None] * len(shaped)
@@ -127,8 +131,13 @@ class GlueCall:
             piece = r[pos] if j is None else (r[pos][j] if r[pos] is not None else None)
             if piece is None:
                 continue
-            piece = np.broadcast_to(np.real(np.asarray(piece)), shaped[i].shape)
+            piece = np.asarray(piece)
+            if not self.complex_reads[i]:  # a real argument's gradient is real
+                piece = np.real(piece)
+            piece = np.broadcast_to(piece, shaped[i].shape)
             found[i] = piece if found[i] is None else found[i] + piece
-        return [None if f is None else (float(np.reshape(f, ())) if f.size == 1 else
-                                        np.ascontiguousarray(f, dtype=np.float64).reshape(-1))
-                for f in found]
+        return [None if f is None else
+                np.ascontiguousarray(f, dtype=np.complex128).reshape(-1) if c else
+                float(np.reshape(f, ())) if f.size == 1 else
+                np.ascontiguousarray(f, dtype=np.float64).reshape(-1)
+                for f, c in zip(found, self.complex_reads)]

@@ -157,6 +157,7 @@ class Call:
     why: str
     dtypes: tuple[str, ...] = ()  # of the reads, as recorded (an index stays an integer)
     differentiable: bool = True  # False: a value no derivative flows through
+    complex_out: bool = False  # a complex result: only other calls read it
 
 
 @dataclass
@@ -234,10 +235,20 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
         low.instructions.append(_lower_guard(s, None, kind, recorded))
     read = _read_slots(program)
     masks: set[int] = set()  # values computed without derivative (masks, their counts)
+    complex_slots: set[int] = set()  # values that only calls run as themselves read
     for e in program.ops:
         if e.multi:
             raise LoweringError(f"{e.op!r} returns several values")
         found = _slot_positions(e)
+        if found and (np.iscomplexobj(slots[e.out]) or
+                      any(s in complex_slots for _, _, s in found)):
+            call = _as_call(e, slots, found, LoweringError(f"{e.op!r} has complex values"))
+            if call.complex_out:
+                complex_slots.add(e.out)
+            low.instructions.append(call)
+            low.instructions.extend(_lower_guard(e.out, None, kind, recorded)
+                                    for kind, recorded in e.guards)
+            continue
         if not found:
             if e.guards:
                 raise LoweringError(f"{e.op!r} is guarded but depends on no input")
@@ -274,20 +285,23 @@ def lower(program: Program, inputs: list[Any]) -> Lowered:
         if e.guards:  # the value itself is read: checked once it is computed
             low.instructions.extend(_lower_guard(e.out, None, kind, recorded)
                                     for kind, recorded in e.guards)
+    if any(is_slot and s in complex_slots for is_slot, s in program.outputs):
+        raise LoweringError("a complex result; only real values compile")
     return low
 
 
 def _as_call(e: Operation, slots: list[Any], found: list[tuple[int, int | None, int]],
              why: LoweringError) -> Call:
-    """A differentiable operation with no compiled form as a :class:`Call` (real values
-    in and out); ``why`` is raised again where it cannot be one."""
+    """An operation with no compiled form as a :class:`Call` (numbers in and out: real,
+    or complex values that only other calls read); ``why`` is raised again where it cannot
+    be one."""
     out = np.asarray(slots[e.out])
-    if out.dtype.kind not in "biuf" or any(
-            np.asarray(slots[s]).dtype.kind not in "biuf" for _, _, s in found):
+    if out.dtype.kind not in "biufc" or any(
+            np.asarray(slots[s]).dtype.kind not in "biufc" for _, _, s in found):
         raise why
     reads = tuple(dict.fromkeys(s for _, _, s in found))
     return Call(e.out, reads, e, str(why), tuple(np.asarray(slots[s]).dtype.str for s in reads),
-                e.differentiable)
+                e.differentiable, out.dtype.kind == "c")
 
 
 def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],

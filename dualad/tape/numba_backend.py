@@ -229,6 +229,9 @@ class NumbaProgram:
         #: the entries check guards (and raise GuardFailed where one fails)
         self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
                            for ins in low.instructions)
+        #: complex values: calls run as themselves make and read them, in the glue
+        self.complex_slots = {ins.out for ins in low.instructions
+                              if isinstance(ins, Call) and ins.complex_out}
         self._cache: dict[Any, Callable[..., Any]] = {}
 
     def _differentiated(self, single: bool = True) -> int:
@@ -665,7 +668,7 @@ class NumbaProgram:
         values = "".join(f"_v{s}, " for s in ins.reads)
         tangents = "".join(f"_T{s}, " if act[s] else "None, " for s in ins.reads)
         w.switch("python")
-        w.emit(1, f"_T{ins.out}[:, :] = {call}.tangents({K}, ({values}), ({tangents}))")
+        w.emit(1, f"_T{ins.out} = {call}.tangents({K}, ({values}), ({tangents}))")
         w.switch("numba")
 
     def _call_adjoints(self, w: _Writer, ins: Call, act: list[bool]) -> None:
@@ -936,7 +939,11 @@ class NumbaProgram:
         """``_a{s}`` from here on: zeros, unless it is already there."""
         if s not in w.adjoints:
             w.adjoints.add(s)
-            if self.low.sizes[s] == 1:
+            if s in self.complex_slots:  # read and written by calls only: in the glue
+                w.switch("python")
+                w.emit(1, f"_a{s} = np.zeros({self.low.sizes[s]}, dtype=np.complex128)")
+                w.switch("numba")
+            elif self.low.sizes[s] == 1:
                 w.emit(1, f"_a{s} = 0.0")
             else:
                 for line in _zeros(f"_a{s}", self.low.sizes[s], 1):
@@ -1012,9 +1019,9 @@ class NumbaProgram:
                                      not self._active_partials(n, act)):
                         zeroed.add(n.out)
         done = set(wanted)
-        for item in self.plan.items:
+        for item in self.plan.items:  # (a call's tangent rows are made by the call)
             outs = {n.out for n in item.nodes if n.shared} if isinstance(item, Region) \
-                else set() if isinstance(item.ins, Guard) else {item.ins.out}
+                else set() if isinstance(item.ins, (Guard, Call)) else {item.ins.out}
             for o in sorted(outs - done):
                 done.add(o)
                 if act[o]:

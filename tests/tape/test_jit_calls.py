@@ -189,3 +189,67 @@ def test_guards_on_readings_of_calls():
                 np.testing.assert_allclose(g(x), ad.grad(f)(x), rtol=1e-13)
                 np.testing.assert_allclose(g(x), numerical_jacobian(f, (x,), 0), rtol=1e-6,
                                            atol=1e-8)
+
+
+# -- complex values between calls ------------------------------------------------------------
+
+def _spectral_energy(u):
+    k = 2j * np.pi * np.fft.rfftfreq(u.size, d=1.0 / u.size)
+    ux = np.fft.irfft(k * np.fft.rfft(u), u.size)
+    return np.sum(ux ** 2) + np.sum(u ** 4)
+
+
+def _spectral_by_hand(u):
+    k = 2j * np.pi * np.fft.rfftfreq(u.size, d=1.0 / u.size)
+    ux = np.fft.irfft(k * np.fft.rfft(u), u.size)
+    return -2.0 * np.fft.irfft(k * np.fft.rfft(ux), u.size) + 4.0 * u ** 3
+
+
+@pytest.mark.parametrize("n", [4, 8, 33])
+def test_complex_intermediates_between_calls(n):
+    """FFTs make complex values; calls run as themselves read and write them in the glue,
+    the real values around them compile."""
+    u = np.random.default_rng(n).standard_normal(n)
+    g = compiled_only(ad.grad(_spectral_energy))
+    np.testing.assert_allclose(g(u), _spectral_by_hand(u), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(g(u), ad.grad(_spectral_energy)(u), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g(u), numerical_jacobian(_spectral_energy, (u,), 0),
+                               rtol=1e-5, atol=1e-6)
+
+    def derivative_times_u(u):
+        k = 2j * np.pi * np.fft.rfftfreq(u.size, d=1.0 / u.size)
+        return np.fft.irfft(k * np.fft.rfft(u), u.size) * u + np.abs(np.fft.fft(u))
+
+    for mode in ("forward", "reverse"):
+        J = compiled_only(ad.jacobian(derivative_times_u, mode=mode))
+        for x in (u, u[::-1].copy()):
+            np.testing.assert_allclose(J(x), ad.jacobian(derivative_times_u, mode=mode)(x),
+                                       rtol=1e-11, atol=1e-11)
+            np.testing.assert_allclose(J(x), numerical_jacobian(derivative_times_u, (x,), 0),
+                                       rtol=1e-5, atol=1e-5)
+    H = compiled_only(ad.hessian(_spectral_energy))
+    np.testing.assert_allclose(H(u), ad.hessian(_spectral_energy)(u), rtol=1e-10, atol=1e-10)
+
+
+def test_a_complex_result_falls_back():
+    f = lambda x: np.fft.fft(x) * 2.0  # noqa: E731
+    x = np.array([1.0, 2.0, 0.5])
+    with pytest.raises(ad.JitError, match="complex"):
+        compiled_only(f)(x)
+    with pytest.warns(ad.JitFallbackWarning):
+        np.testing.assert_allclose(ad.jit(f)(x), f(x))
+
+
+def test_keyword_arguments_reach_the_calls_rules():
+    """``np.sort(x, axis=0)``: the keyword goes to the call and to its gradient rule."""
+    def f(x):
+        return np.sum(np.sin(np.sort(x, axis=0) * -1.0 + 2.5) * np.array([-0.6, 1.5, 1.3]))
+
+    g = compiled_only(ad.grad(f))
+    jac = compiled_only(ad.jacobian(lambda x: np.sort(x, axis=0) * x))
+    for x in (np.array([[1.6, 0.5, 0.0], [0.0, 0.2, 1.0]]),
+              np.array([[[1.6, 0.5, 0.0]], [[0.0, 0.0, 1.0]]])[:, 0, :].copy()):
+        np.testing.assert_allclose(g(x), ad.grad(f)(x), rtol=1e-13)
+        np.testing.assert_allclose(g(x), numerical_jacobian(f, (x,), 0), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(jac(x), ad.jacobian(lambda x: np.sort(x, axis=0) * x)(x),
+                                   rtol=1e-13)
