@@ -112,6 +112,7 @@ from .sparsity.flows import (
     declare_sort,
     declare_write,
     note_index_map,
+    note_linear,
     note_scatter,
 )
 
@@ -178,6 +179,7 @@ __all__ = [
     "declare_scalar_form",
     "observed_level",
     "note_index_map",
+    "note_linear",
     "note_scatter",
     # errors
     "MissingRuleError",

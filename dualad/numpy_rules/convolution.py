@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..extend import declare_index_map, shape_of
+from ..extend import declare_index_map, note_linear, shape_of
 from ._support import composite_rules
 
 __all__: list[str] = []
@@ -154,6 +154,8 @@ def _convolution_rules(func: Any, impl: Any) -> None:
 
 _convolution_rules(np.convolve, _convolve)
 _convolution_rules(np.correlate, _correlate)
+# linear in either operand while the other is a constant (for compilers: a banded matrix)
+note_linear(np.convolve, np.correlate, args=(0, 1))
 # sliding_window_view only moves entries: its flow is the function applied to indices
 declare_index_map(sliding_window_view)
 composite_rules(sliding_window_view, _sliding_window_view, _first)

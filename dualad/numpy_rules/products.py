@@ -35,6 +35,7 @@ from ..extend import (
     declare_probed,
     gradients_needed,
     innermost_tag,
+    note_linear,
     shape_of,
     tangent_parts,
     unbroadcast,
@@ -513,5 +514,8 @@ declare_probed(np.kron, np.cross, np.linalg.cross, np.inner, np.tensordot, np.li
 declare_composite(np.linalg.outer, lambda a, b, /: np.ravel(a)[:, None] * np.ravel(b)[None, :])
 declare_composite(np.linalg.trace, lambda x, /, *, offset=0, dtype=None:
                   np.trace(x, offset=offset, axis1=-2, axis2=-1))
+# linear in each operand (for compilers: a call with one computed operand is a matrix)
+note_linear(np.trace, np.linalg.trace, args=(0,))
+note_linear(np.outer, np.linalg.outer, np.vdot, args=(0, 1))
 declare_composite(np.linalg.multi_dot, lambda arrays, *, out=None:
                   functools.reduce(np.matmul, arrays))

@@ -45,6 +45,7 @@ from .flows import (
     _result,
     _size,
     conservative_result,
+    note_linear,
     plain,
     probed_flow,
     rebuild,
@@ -116,6 +117,7 @@ def declare_probed(*funcs: Any) -> None:
 
     Example: ``declare_probed(np.einsum, np.kron, np.tensordot)``.
     """
+    note_linear(*funcs)  # so a compiler may write a call with one computed argument as a matrix
     for func in funcs:
         for t in _op_types(func):
             _register(t, probed_flow(func), function_name(func))

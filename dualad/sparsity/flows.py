@@ -79,8 +79,10 @@ __all__ = [
     "index_flow",
     "index_map_data",
     "is_contraction",
+    "is_linear_in",
     "linear_reduction_axis",
     "note_index_map",
+    "note_linear",
     "note_scatter",
     "scatter_positions",
     "trace_inputs",
@@ -912,6 +914,9 @@ _CONTRACTIONS: set[type] = set()
 #: Operator types that add the entries of their first argument into zeros, with the
 #: function giving the output position of each entry (for compilers).
 _SCATTERS: dict[type, Callable[..., Any]] = {}
+#: Operator types linear in each of some positional arguments while the others stay
+#: constant, with those positions (None: every positional argument).
+_LINEAR: dict[type, tuple[int, ...] | None] = {}
 
 
 def note_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
@@ -934,6 +939,30 @@ def note_scatter(func: Any, positions: Callable[..., Any]) -> None:
     """
     for t in _op_types(func):
         _SCATTERS.setdefault(t, positions)
+
+
+def note_linear(*funcs: Any, args: Sequence[int] | None = None) -> None:
+    """Note that ``funcs`` are linear (or affine) in each of their positional arguments
+    ``args`` (None: every positional argument) while the others stay constant, so that a
+    compiler may write a call with one computed argument among them as a constant sparse
+    matrix, read from probes and checked at random points. Functions declared with
+    :func:`~dualad.sparsity.coarse.declare_probed`, and scans that are not second order,
+    are noted so already.
+
+    Example: ``note_linear(np.trace)``; ``note_linear(np.convolve, args=(0, 1))``.
+    """
+    positions = None if args is None else tuple(int(a) for a in args)
+    for func in funcs:
+        for t in _op_types(func):
+            _LINEAR.setdefault(t, positions)
+
+
+def is_linear_in(op_type: type, position: int) -> bool:
+    """Whether an operator type was noted linear in its positional argument ``position``."""
+    if op_type not in _LINEAR:
+        return False
+    positions = _LINEAR[op_type]
+    return positions is None or position in positions
 
 
 def scatter_positions(op_type: type) -> Callable[..., Any] | None:
@@ -1069,6 +1098,8 @@ def declare_scan(*funcs: Any, second_order: bool = False, axis_default: Any = No
     entries ``0..i`` (of the flattened array for ``axis=None``).
     ``second_order``: those entries meet nonlinearly (``np.cumprod``).
     """
+    if not second_order:  # a scan of sums is linear: a compiler may write it as a matrix
+        note_linear(*funcs, args=(0,))
     for func in funcs:
         for t in _op_types(func):
             _register(t, _scan(func, second_order, axis_default), function_name(func))

@@ -49,21 +49,19 @@ from ..core.errors import DualadError
 from ..derivatives.language import NUMBA_UFUNCS, numba_predicate_call, numba_scalar_source
 from ..derivatives.registry import get_rule, operator_type
 from ..derivatives.scalar_forms import scalar_form
-from ..forward_mode.dual import Dual, Tag, partials_at
+from ..reverse_mode.fast_path import NEEDS
 from ..sparsity.flows import (
     index_map_data,
     is_contraction,
+    is_linear_in,
     linear_reduction_axis,
     scatter_positions,
 )
+from .linear_probes import ProbeRefused, linear_matrix
 from .program import Operation, Program
 
 __all__ = ["Call", "Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
            "Select", "differentiated_output", "lower"]
-
-#: Contractions with a constant operand are probed column by column up to this many inputs.
-MAX_PROBED_SIZE = 4096
-
 
 class LoweringError(DualadError, TypeError):
     """An operation of a recorded program that the compiler cannot express."""
@@ -511,42 +509,6 @@ def _map_operands(e: Operation, shapes: list[tuple[int, ...]]) -> list[Operand]:
     return operands
 
 
-#: Directions per call when a linear call's matrix is read from the tangents of dual
-#: numbers (their partials hold entries x directions).
-PROBE_DIRECTIONS = 256
-
-
-def _columns_by_tangents(e: Operation, pos: int, shape: tuple[int, ...], m: int,
-                         slots: list[Any]) -> np.ndarray | None:
-    """The ``(m, n)`` matrix of a call linear in argument ``pos`` (of ``shape``), read from
-    calls on dual numbers carrying the unit directions (``PROBE_DIRECTIONS`` per call: an
-    ``np.sum`` over an axis of 640 entries is 3 calls, not 640); None where a call on dual
-    numbers fails (the caller then probes one column per call, as it does when the matrix
-    disagrees with the call at a random point: a derivative rule's convention, such as
-    ties of a maximum, cannot slip through)."""
-    n = int(np.prod(shape, dtype=np.int64))
-    columns = np.empty((m, n))
-    for start in range(0, n, PROBE_DIRECTIONS):
-        k = min(PROBE_DIRECTIONS, n - start)
-        seeds = np.zeros((n, k))
-        seeds[np.arange(start, start + k), np.arange(k)] = 1.0
-        tag = Tag()
-        try:
-            out = _probe_call(e, {(pos, None): Dual(np.zeros(shape), seeds.reshape(
-                shape + (k,)), tag)}, slots)
-        except Exception:  # noqa: BLE001 - no rule on dual numbers: probed plainly
-            return None
-        partials = partials_at(out, tag)
-        if partials is None:
-            columns[:, start:start + k] = 0.0
-            continue
-        partials = np.asarray(partials, dtype=np.float64)
-        if partials.shape[-1:] != (k,) or partials.size != m * k:
-            return None
-        columns[:, start:start + k] = partials.reshape(m, k)
-    return columns
-
-
 def _probe_call(e: Operation, replaced: dict[tuple[int, int | None], Any],
                 slots: list[Any]) -> Any:
     f = getattr(e.op, "f", None)
@@ -675,54 +637,76 @@ def _as_selection(e: Operation, slots: list[Any], pos: int, s: int,
 def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
                   found: list[tuple[int, int | None, int]], probed: bool = False
                   ) -> Linear | Select:
-    """A reduction or a contraction with one computed operand, probed as a matrix;
-    ``probed``: any call the probes find linear."""
+    """A call linear in its one computed argument (a reduction over axes, a contraction with
+    a constant operand, a call its family notes linear in that argument) as a constant
+    sparse matrix read from its structure (:mod:`dualad.tape.linear_probes`), or a
+    reduction that selects the largest or smallest entry of each group; ``probed``: any
+    call the probes find linear."""
+    if len(found) == 2 and found[0][1] is None and found[1][1] is None and \
+            all(is_linear_in(type(e.op), pos) for pos, _, _ in found):
+        raise LoweringError(
+            f"{e.op!r} of two computed values (arguments {found[0][0]} and {found[1][0]}) "
+            f"is linear in each alone, not in both; it compiles where one of them is a "
+            f"constant")
     if len(found) != 1 or found[0][1] is not None:
         raise LoweringError(f"{e.op!r} is not a linear function of one computed value")
     pos, _, s = found[0]
     axis_at = linear_reduction_axis(type(e.op))
-    if axis_at is None and not is_contraction(type(e.op)) and not probed:
+    if axis_at is None and not is_contraction(type(e.op)) and not probed and \
+            not is_linear_in(type(e.op), pos):
         raise LoweringError(f"{e.op!r} has no compiled form")
-    n = sizes[s]
-    if n > MAX_PROBED_SIZE:
-        raise LoweringError(f"{e.op!r} on {n} entries is too large to probe")
     shape = np.shape(slots[s])
-    m = sizes[e.out]
-    offset = np.asarray(_probe_call(e, {(pos, None): np.zeros(shape)}, slots),
-                        dtype=np.float64).ravel()
-    if offset.size != m:
-        raise LoweringError(f"{e.op!r} changes size when probed")
-    columns = _columns_by_tangents(e, pos, shape, m, slots)
-    if columns is not None:  # as the call computes it, at a random point
-        r = np.random.default_rng(1).standard_normal(n)
-        got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
-                         dtype=np.float64).ravel()
-        if not np.allclose(got, columns @ r + offset, rtol=1e-12, atol=1e-12):
-            selected = _as_selection(e, slots, pos, s, shape, axis_at)  # not linear: max?
-            if selected is not None:
-                return selected
-            columns = None
-    if columns is None:  # one call per column
-        columns = np.empty((m, n))
-        basis = np.zeros(n)
-        for i in range(n):
-            basis[i] = 1.0
-            columns[:, i] = np.asarray(_probe_call(e, {(pos, None): basis.reshape(shape)},
-                                                   slots), dtype=np.float64).ravel() - offset
-            basis[i] = 0.0
-    rng = np.random.default_rng(0)
-    for _ in range(2):  # linear, not only at the basis vectors (max is not)
-        r = rng.standard_normal(n)
-        got = np.asarray(_probe_call(e, {(pos, None): r.reshape(shape)}, slots),
-                         dtype=np.float64).ravel()
-        if not np.allclose(got, columns @ r + offset, rtol=1e-12, atol=1e-12):
-            selected = _as_selection(e, slots, pos, s, shape, axis_at)
-            if selected is not None:
-                return selected
-            raise LoweringError(f"{e.op!r} is not linear in its computed argument")
-    rows, cols = np.nonzero(columns)
-    indptr = np.zeros(m + 1, dtype=np.intp)
-    np.add.at(indptr, rows + 1, 1)
-    indptr = np.cumsum(indptr).astype(np.intp)
-    return Linear(e.out, s, indptr, cols.astype(np.intp), columns[rows, cols], offset)
+    if axis_at is not None and _groups_of_two(e, shape, axis_at):
+        selected = _as_selection(e, slots, pos, s, shape, axis_at)  # np.max: no matrix
+        if selected is not None:
+            return selected
 
+    def call(x: Any) -> Any:
+        return _probe_call(e, {(pos, None): x}, slots)
+
+    try:
+        matrix = linear_matrix(call, shape, sizes[e.out], _transposed(e, pos, slots))
+    except ProbeRefused as exc:
+        raise LoweringError(f"{e.op!r} {exc}") from None
+    except ValueError:
+        raise LoweringError(f"{e.op!r} changes size or type when probed") from None
+    if matrix is None:
+        selected = _as_selection(e, slots, pos, s, shape, axis_at)  # not linear: max?
+        if selected is not None:
+            return selected
+        raise LoweringError(f"{e.op!r} is not linear in its computed argument")
+    return Linear(e.out, s, matrix.indptr, matrix.indices, matrix.data, matrix.offset)
+
+
+def _groups_of_two(e: Operation, shape: tuple[int, ...], axis_at: int) -> bool:
+    """Whether a reduction over ``axis`` reduces groups of two entries or more (where a
+    group holds one entry, a sum is also its maximum: the matrix decides)."""
+    axis = e.template[axis_at] if len(e.template) > axis_at else e.kw.get("axis")
+    try:
+        group = _groups(shape, axis)
+    except Exception:  # noqa: BLE001 - an axis this cannot read: the probes decide
+        return False
+    return group.size > 0 and int(np.bincount(group).min()) >= 2
+
+
+def _transposed(e: Operation, pos: int, slots: list[Any]) -> Any:
+    """The gradient rule of ``e`` as a function of the cotangent, giving the gradient of
+    argument ``pos`` (the transposed matrix times the cotangent: one call reads every row
+    that shares no column with another); None for a call without one."""
+    if e.gfn is None or not e.differentiable:
+        return None
+    args = e.args(slots)
+    out = slots[e.out]
+    out_shape = np.shape(out)
+    needs = [i == pos for i in range(len(args))]
+
+    def transpose(cotangent: np.ndarray) -> Any:
+        before = getattr(NEEDS, "value", None)
+        NEEDS.value = needs
+        try:
+            result = e.gfn(cotangent.reshape(out_shape), out, *args, **e.kw)
+        finally:
+            NEEDS.value = before
+        return result[pos]
+
+    return transpose
