@@ -343,7 +343,7 @@ composite_rules(np.corrcoef, _corrcoef, _positions("x", "y"))
 composite_rules(np.polyval, _polyval, _positions("p", "x"))
 # linear in these arguments while the others stay constant (for compilers: a matrix)
 note_linear(np.diff, args=(0, 3, 4))  # a, prepend, append
-note_linear(np.trapezoid, np.polyval, args=(0,))  # y; the coefficients p
+note_linear(np.trapezoid, np.polyval, np.average, args=(0,))  # y; coefficients p; a
 composite_rules(np.interp, _interp, _positions("x", "xp", "fp", "left", "right"))
 composite_rules(np.gradient, _gradient, lambda args, kwargs: list(range(len(args))))
 composite_rules(np.meshgrid, _meshgrid, lambda args, kwargs: list(range(len(args))))

@@ -646,8 +646,8 @@ def _lower_linear(e: Operation, slots: list[Any], sizes: list[int],
             all(is_linear_in(type(e.op), pos) for pos, _, _ in found):
         raise LoweringError(
             f"{e.op!r} of two computed values (arguments {found[0][0]} and {found[1][0]}) "
-            f"is linear in each alone, not in both; it compiles where one of them is a "
-            f"constant")
+            f"has no compiled form: it is declared linear in each of them, and compiles "
+            f"where only one of them is computed (the other a constant)")
     if len(found) != 1 or found[0][1] is not None:
         raise LoweringError(f"{e.op!r} is not a linear function of one computed value")
     pos, _, s = found[0]

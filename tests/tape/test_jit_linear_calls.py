@@ -71,7 +71,10 @@ LINEAR = [
     ("einsum broadcast", lambda x: np.einsum("ij,j->i", C, x) + np.sum(x), [(3,)]),
     ("einsum trace", lambda x: np.einsum("ii", np.exp(x)) * x, [(3, 3)]),
     ("vdot", lambda x: np.vdot(C, np.sin(x)) * x, [(4, 3)]),
+    ("cross", lambda x: np.cross(C[0, :3], np.sin(x)), [(3,), (2, 3)]),
+    ("linalg.trace", lambda x: np.linalg.trace(x * x)[..., None, None] * x, [(3, 3), (2, 3, 3)]),
     ("polyval", lambda x: np.polyval(np.sin(x), np.linspace(0.0, 1.0, 4)), [(3,)]),
+    ("average", lambda x: np.average(x * x, axis=0, weights=[0.2, 0.5, 1.5]) * x, [(3, 2)]),
     ("trapezoid", lambda x: np.trapezoid(x ** 2, dx=0.5) * x, [(5,)]),
 ]
 CASES = [pytest.param(f, shape, id=f"{name}-{shape}") for name, f, shapes in LINEAR
@@ -197,7 +200,7 @@ def test_large_maxima_and_sums_over_axes(shape, axis):
 
 @pytest.mark.parametrize("f, reason", [
     (lambda x: np.sum(np.convolve(x, np.sin(x))), r"Method\[convolve\]\(\) of two computed "
-                                                  r"values .* linear in each alone"),
+                                                  r"values .* declared linear in each"),
     (lambda x: np.sum(np.correlate(x, x * 2.0, "same")), r"Method\[correlate\]\(\) of two"),
     (lambda x: np.sum(np.kron(x, np.cos(x))), r"Method\[kron\]\(\) of two computed values"),
     (lambda x: np.linalg.norm(x), r"Method\[norm\]\(\) has no compiled form"),

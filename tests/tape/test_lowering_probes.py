@@ -181,5 +181,5 @@ def test_too_large_matrices_are_refused(monkeypatch):
 
 def test_two_computed_operands_of_a_linear_call_are_refused_clearly():
     x = np.linspace(0.0, 1.0, 5)
-    with pytest.raises(LoweringError, match="linear in each alone, not in both"):
+    with pytest.raises(LoweringError, match="declared linear in each of them"):
         lower(record(lambda x: np.convolve(x, np.sin(x)), x).program, [x])
