@@ -16,8 +16,9 @@ column by column:
    rows on the sum of their unit cotangents, whichever needs fewer calls (a sum over all
    entries, a trace: one gradient call);
 4. ``A`` is checked against the call itself at a random point, its negative and another
-   random point: a call that is not linear (a maximum, ``np.ptp``), or whose rules
-   disagree with its values, gives None.
+   random point (where the gradient rule read it and disagrees, the columns are read; where
+   those disagree, every entry of a small matrix): a call that is not linear (a maximum,
+   ``np.ptp``) gives None.
 
 Example:
     >>> import numpy as np
@@ -55,6 +56,9 @@ PROBE_MEMORY = 1 << 21
 MAX_MATRIX_ENTRIES = 1 << 22
 #: The most probing work accepted: calls times the entries each reads and writes.
 MAX_PROBE_WORK = 1 << 28
+#: A matrix whose probes disagree with the call at the random points is read again with
+#: every entry in its pattern (a flow that missed an entry) up to this many entries.
+DENSE_RETRY = 1 << 16
 
 
 class ProbeRefused(DualadError, TypeError):
@@ -161,15 +165,33 @@ def _by_colour(colours: np.ndarray, k: int) -> list[np.ndarray]:
 
 def _columns(call: Callable[[Any], Any], shape: tuple[int, ...], m: int,
              offset: np.ndarray, rows: np.ndarray, cols: np.ndarray, colour: np.ndarray,
-             k: int) -> np.ndarray:
+             k: int, dual: bool = True) -> np.ndarray | None:
     """The matrix entries at ``(rows, cols)``, from calls on the summed unit vectors of each
-    colour of columns: as the tangents of dual numbers, else one plain call per colour."""
+    colour of columns: as the tangents of dual numbers (``dual``; None where a call on dual
+    numbers fails), else one plain call per colour."""
     n = colour.size
     data = np.zeros(rows.size)
     of_entry = colour[cols]
     entries = _by_colour(of_entry, k)
-    per_call = max(1, min(PROBE_DIRECTIONS, PROBE_MEMORY // max(n, 1), k))
     columns = _by_colour(colour, k)
+    if dual:
+        return _dual_columns(call, shape, m, rows, columns, entries, data, k)
+    basis = np.zeros(n)
+    for c in range(k):
+        basis[columns[c]] = 1.0
+        got = _flat(call(basis.reshape(shape)), m) - offset
+        basis[columns[c]] = 0.0
+        at = entries[c]
+        data[at] = got[rows[at]]
+    return data
+
+
+def _dual_columns(call: Callable[[Any], Any], shape: tuple[int, ...], m: int,
+                  rows: np.ndarray, columns: list[np.ndarray], entries: list[np.ndarray],
+                  data: np.ndarray, k: int) -> np.ndarray | None:
+    """:func:`_columns` read from the tangents of dual numbers, ``per_call`` colours a call."""
+    n = int(np.prod(shape, dtype=np.int64))
+    per_call = max(1, min(PROBE_DIRECTIONS, PROBE_MEMORY // max(n, 1), k))
     try:
         for start in range(0, k, per_call):
             stop = min(start + per_call, k)
@@ -190,15 +212,7 @@ def _columns(call: Callable[[Any], Any], shape: tuple[int, ...], m: int,
                 data[at] = partials[rows[at], c - start]
         return data
     except Exception:  # noqa: BLE001 - no rule on dual numbers: plain calls, one per colour
-        pass
-    basis = np.zeros(n)
-    for c in range(k):
-        basis[columns[c]] = 1.0
-        got = _flat(call(basis.reshape(shape)), m) - offset
-        basis[columns[c]] = 0.0
-        at = entries[c]
-        data[at] = got[rows[at]]
-    return data
+        return None
 
 
 def _rows(transpose: Callable[[np.ndarray], Any], m: int, n: int, rows: np.ndarray,
@@ -237,6 +251,17 @@ def linear_matrix(call: Callable[[Any], Any], shape: tuple[int, ...], m: int,
     # a random point, its negative (a piecewise linear call, |a - b| or a maximum, agrees
     # with one of its pieces at a point but not at both), another random point
     points = [r, -r, rng.standard_normal(n)]
+    values: list[np.ndarray] = []
+
+    def holds(matrix: LinearMatrix) -> bool:
+        for i, x in enumerate(points):
+            if i == len(values):
+                values.append(_flat(call(x.reshape(shape)), m))
+            expected, scale = matrix.apply(x)
+            if not np.all(np.abs(values[i] - expected) <= 1e-10 * scale + 1e-12):
+                return False
+        return True
+
     indptr, indices = _pattern(call, shape, m, points[0].reshape(shape))
     if indices.size > MAX_MATRIX_ENTRIES:
         raise ProbeRefused(f"on {n} entries is a {m} x {n} matrix of {indices.size} entries, "
@@ -247,21 +272,36 @@ def linear_matrix(call: Callable[[Any], Any], shape: tuple[int, ...], m: int,
     if min(kc, kr) * (n + m) > MAX_PROBE_WORK:
         raise ProbeRefused(f"on {n} entries needs {min(kc, kr)} probes of {n + m} entries "
                            f"each: too many to read its matrix")
-    data = None
-    if transpose is not None and kr < kc:
-        data = _rows(transpose, m, n, rows, indices, row_colour, kr)
-    if data is None:
-        data = _columns(call, shape, m, offset, rows, indices, col_colour, kc)
+    try:
+        if transpose is not None and kr < kc:
+            data = _rows(transpose, m, n, rows, indices, row_colour, kr)
+            matrix = None if data is None else _assemble(rows, indices, data, offset, n)
+            if matrix is not None and holds(matrix):
+                return matrix
+        if kc * (n + m) > MAX_PROBE_WORK:  # the rule disagrees with the values
+            return None
+        for dual in (True, False):  # tangents of dual numbers, else plain calls
+            data = _columns(call, shape, m, offset, rows, indices, col_colour, kc, dual)
+            matrix = None if data is None else _assemble(rows, indices, data, offset, n)
+            if matrix is not None and holds(matrix):
+                return matrix
+        if indices.size < m * n and m * n <= DENSE_RETRY:  # a pattern too small? every entry
+            rows = np.repeat(np.arange(m, dtype=np.intp), n)
+            indices = np.tile(np.arange(n, dtype=np.intp), m)
+            data = _columns(call, shape, m, offset, rows, indices,
+                            np.arange(n, dtype=np.int64), n, dual=False)
+            matrix = _assemble(rows, indices, data, offset, n)
+            if holds(matrix):
+                return matrix
+    except ValueError:  # a result of another size or type at some point
+        return None
+    return None
+
+
+def _assemble(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, offset: np.ndarray,
+              n: int) -> LinearMatrix:
+    """The CSR matrix of the nonzero ``data`` at ``(rows, cols)`` (rows in order)."""
     keep = data != 0.0
-    counts = np.bincount(rows[keep], minlength=m)
-    matrix = LinearMatrix(np.concatenate([[0], np.cumsum(counts)]).astype(np.intp),
-                          indices[keep].astype(np.intp), data[keep], offset, n)
-    for r in points:  # linear, not only where probed (a maximum is not)
-        try:
-            got = _flat(call(r.reshape(shape)), m)
-        except ValueError:
-            return None
-        expected, scale = matrix.apply(r)
-        if not np.all(np.abs(got - expected) <= 1e-10 * scale + 1e-12):
-            return None
-    return matrix
+    counts = np.bincount(rows[keep], minlength=offset.size)
+    return LinearMatrix(np.concatenate([[0], np.cumsum(counts)]).astype(np.intp),
+                        cols[keep].astype(np.intp), data[keep], offset, n)

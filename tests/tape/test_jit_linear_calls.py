@@ -122,6 +122,28 @@ def test_the_interpreter_runs_them_too(small_cap, f, shape):
     np.testing.assert_allclose(interpreted(f)(x), f(x), rtol=1e-12, atol=1e-13)
 
 
+SECOND_ORDER = [
+    lambda x: np.sum(np.convolve(np.sin(x), K, "same") ** 2),
+    lambda x: np.sum(np.cumsum(np.sin(x)) ** 3),
+    lambda x: np.sum(np.tanh(np.diff(x))) + np.trace(np.sin(x).reshape(3, 4)) ** 2,
+    lambda x: np.sum(np.max(np.sin(x).reshape(3, -1), axis=1) ** 3),
+]
+
+
+@pytest.mark.parametrize("f", SECOND_ORDER, ids=["convolve", "cumsum", "diff-trace", "max"])
+def test_hessians_and_hvps_compile(f):
+    """Their recordings hold the calls' gradient rules: linear calls of a computed
+    cotangent (np.convolve of the adjoint with the reversed kernel, ...)."""
+    H, hvp = compiled(ad.hessian(f)), compiled(lambda x, v: ad.hvp(f, x, v))
+    for shift in (0.0, 0.2):
+        x = np.linspace(-1.0, 1.0, 12) + shift
+        v = np.cos(3.0 * x)
+        np.testing.assert_allclose(H(x), ad.hessian(f)(x), rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(hvp(x, v), ad.hvp(f, x, v), rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(H(x), numerical_jacobian(ad.grad(f), (x,), 0), rtol=1e-6,
+                                   atol=1e-6)
+
+
 # -- the benchmark programs ------------------------------------------------------------------
 
 def trace_of_product(a, b):

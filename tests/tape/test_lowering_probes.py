@@ -11,6 +11,7 @@ import pytest
 import dualad.tape.linear_probes as probes
 import dualad.tape.lowering as lowering
 from dualad.forward_mode.dual import Dual, partials_at
+from dualad.sparsity.flows import SparsityTracer
 from dualad.tape import record
 from dualad.tape.linear_probes import ProbeRefused, linear_matrix
 from dualad.tape.lowering import Linear, LoweringError, Select, lower
@@ -160,10 +161,20 @@ def test_what_is_not_linear_gives_none():
 
 
 def test_a_wrong_gradient_rule_is_caught_by_the_checks():
-    # a transpose that disagrees with the call: the random checks refuse the matrix
+    # a transpose that disagrees with the call: the checks send the probes to the columns
+    rules = []
     a = linear_matrix(lambda x: np.sum(x, axis=0), (50, 2), 2,
-                      transpose=lambda g: np.full(100, 2.0))  # twice the truth
-    assert a is None
+                      transpose=lambda g: rules.append(1) or np.full(100, 2.0))
+    assert rules == [1]  # one call of the rule (the rows share no column), then columns
+    np.testing.assert_array_equal(a.dense(), np.tile(np.eye(2), 50))
+
+
+def test_a_flow_that_misses_entries_is_caught_by_the_checks():
+    def f(x):  # the flow says "the identity", the values say "reversed"
+        return x if isinstance(x, SparsityTracer) else np.asarray(x)[::-1] * 3.0
+
+    a = linear_matrix(f, (6,), 6)
+    np.testing.assert_array_equal(a.dense(), 3.0 * np.eye(6)[::-1])
 
 
 def test_too_large_matrices_are_refused(monkeypatch):
