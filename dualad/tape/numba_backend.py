@@ -64,6 +64,7 @@ from .lowering import (
 from .program import NanTangents
 from .pruning import prune
 from .regions import NUMPY_FASTER, Node, Read, Region, Step, index_source, partition
+from .stencils import Stencil, stencil, transposed
 
 __all__ = ["BatchLoop", "NumbaProgram", "batch_kernel"]
 
@@ -792,6 +793,12 @@ class NumbaProgram:
     def _linear(self, w: _Writer, ins: Linear) -> None:
         o, m, s = ins.out, self.low.sizes[ins.out], ins.source
         indptr, indices, data = ins.indptr, ins.indices, ins.data
+        band = stencil(indptr, indices, data, self.low.sizes[s]) \
+            if m > 1 and self.low.sizes[s] > 1 else None
+        if band is not None:  # a few full diagonals: a vectorised loop each
+            w.emit(1, f"_v{o} = {w.const_array(ins.offset)}.copy()")
+            self._stencil(w, band, f"_v{o}", f"_v{s}", m)
+            return
         ptr, ind, dat = (w.const_array(indptr), w.const_array(indices), w.const_array(data))
         # a one-entry value is a scalar (a scatter of a broadcast number)
         src = f"_v{s}" if self.low.sizes[s] == 1 else f"_v{s}[{ind}[_p]]"
@@ -805,6 +812,19 @@ class NumbaProgram:
             w.emit(1, f"for _i in range({m}):")
             w.emit(2, f"for _p in range({ptr}[_i], {ptr}[_i + 1]):")
             w.emit(3, f"_v{o}[_i] += {dat}[_p] * {src}")
+
+    @staticmethod
+    def _stencil(w: _Writer, band: Stencil, out: str, src: str, m: int) -> None:
+        """``out[i] += C[k, i] * src[i + offsets[k]]`` along every diagonal ``k`` of
+        ``band`` (``m`` rows)."""
+        C = w.const_array(band.coefficients)
+        D, L, H = (w.const_array(np.array(v, dtype=np.intp))
+                   for v in (band.offsets, band.lo, band.hi))
+        w.emit(1, f"for _k in range({len(band.offsets)}):")  # one loop: one to compile
+        w.emit(2, f"_d = {D}[_k]")
+        w.emit(2, f"_c = _k * {m}")
+        w.emit(2, f"for _i in range({L}[_k], {H}[_k]):")
+        w.emit(3, f"{out}[_i] += {C}[_c + _i] * {src}[_i + _d]")
 
     def _step_tangents(self, w: _Writer, ins: Any, act: list[bool], K: int) -> None:
         """A step's tangent rows (``_T{slot}``: one row per entry, a column per direction)."""
@@ -887,6 +907,14 @@ class NumbaProgram:
             if not act[s]:
                 return
             self._adjoint(w, s)
+            n = sizes[s]
+            band = None
+            if m > 1 and n > 1:  # the transpose's diagonals: a vectorised loop each
+                tptr, tind, tdat = transposed(ins.indptr, ins.indices, ins.data, n)
+                band = stencil(tptr, tind, tdat, m)
+            if band is not None:
+                self._stencil(w, band, f"_a{s}", f"_a{o}", n)
+                return
             ptr, ind, dat = (w.const_array(ins.indptr), w.const_array(ins.indices),
                              w.const_array(ins.data))
             w.emit(1, f"for _i in range({m}):")
