@@ -105,3 +105,12 @@ def test_an_infinite_entry_reaches_only_its_diagonals():
     x[50] = np.inf
     got = ad.jit(f, fallback="error")(x)
     np.testing.assert_array_equal(got, f(x))  # inf where x[50] reaches, numbers elsewhere
+
+
+def test_batches_run_through_stencils():
+    f = lambda x: np.convolve(np.sin(x), K, "same") * x  # noqa: E731
+    loss = lambda x: np.sum(f(x) ** 2)  # noqa: E731
+    xs = np.random.default_rng(0).standard_normal((5, 100))
+    for fn in (f, ad.grad(loss)):
+        got = ad.jit(fn, fallback="error").batch(xs)
+        np.testing.assert_allclose(got, np.stack([fn(x) for x in xs]), rtol=1e-12, atol=1e-12)
