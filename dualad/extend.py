@@ -113,6 +113,7 @@ from .sparsity.flows import (
     declare_write,
     note_index_map,
     note_linear,
+    note_order_statistic,
     note_scatter,
 )
 
@@ -180,6 +181,7 @@ __all__ = [
     "observed_level",
     "note_index_map",
     "note_linear",
+    "note_order_statistic",
     "note_scatter",
     # errors
     "MissingRuleError",

@@ -29,6 +29,7 @@ from ..extend import (
     declare_select,
     declare_sort,
     innermost_tag,
+    note_order_statistic,
     observed_level,
     register_keyword_aliases,
     shape_of,
@@ -369,5 +370,6 @@ declare_elementwise(np.clip)
 
 declare_elementwise(np.nan_to_num, flowing=(0,))
 declare_sort(np.sort, np.argsort)
+note_order_statistic(np.sort, axis_default=-1)  # every rank of each line, for compilers
 declare_sort(np.partition, np.argpartition)
 declare_select(np.select)

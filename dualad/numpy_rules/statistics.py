@@ -37,6 +37,7 @@ from ..extend import (
     declare_composite,
     declare_reduction,
     innermost_tag,
+    note_order_statistic,
     value,
     vjp,
 )
@@ -275,3 +276,8 @@ _statistic_rules(np.nanpercentile, _quantile_like("nanpercentile", 100.0, True),
                  100.0, True)
 _statistic_rules(np.median, _median_like("median", False), _data, None, False)
 _statistic_rules(np.nanmedian, _median_like("nanmedian", True), _data, None, True)
+
+# for compilers (ad.jit): an output entry reads fixed ranks of its slice with fixed weights;
+# the nan- versions do not (the ranks depend on how many entries are NaN)
+note_order_statistic(np.median)
+note_order_statistic(np.quantile, np.percentile, axis_at=2)

@@ -83,7 +83,9 @@ __all__ = [
     "linear_reduction_axis",
     "note_index_map",
     "note_linear",
+    "note_order_statistic",
     "note_scatter",
+    "order_statistic_axis",
     "scatter_positions",
     "trace_inputs",
     "probed_flow",
@@ -919,6 +921,11 @@ _SCATTERS: dict[type, Callable[..., Any]] = {}
 _LINEAR: dict[type, tuple[int, ...] | None] = {}
 
 
+#: Operator types whose output entries are order statistics of groups of their first
+#: argument, with the position and the default of their ``axis`` (for compilers).
+_ORDER_STATISTICS: dict[type, tuple[int, Any]] = {}
+
+
 def note_index_map(*funcs: Any, data: Sequence[int] = (0,)) -> None:
     """Note that ``funcs`` only move entries of their arguments ``data`` (what
     :func:`declare_index_map` notes too), without declaring a sparsity flow."""
@@ -963,6 +970,28 @@ def is_linear_in(op_type: type, position: int) -> bool:
         return False
     positions = _LINEAR[op_type]
     return positions is None or position in positions
+
+
+def note_order_statistic(*funcs: Any, axis_at: int = 1, axis_default: Any = None) -> None:
+    """Note that each output entry of ``funcs(a, ...)`` is a weighted sum of the k-th
+    smallest entries of one group of ``a``, the entries along ``axis`` (``axis_at``: its
+    position among the positional arguments; ``axis_default``: its default; None: all
+    entries), with the ranks k and the weights fixed by the other arguments (``np.median``:
+    the middle one or two; ``np.sort``: every rank). A compiler may then sort each group
+    at run time; it finds the ranks and the weights by probing the call.
+
+    Example: ``note_order_statistic(np.sort, axis_default=-1)``;
+    ``note_order_statistic(np.quantile, axis_at=2)``.
+    """
+    for func in funcs:
+        for t in _op_types(func):
+            _ORDER_STATISTICS.setdefault(t, (axis_at, axis_default))
+
+
+def order_statistic_axis(op_type: type) -> tuple[int, Any] | None:
+    """``(position, default)`` of ``axis`` for an operator type noted an order statistic
+    (:func:`note_order_statistic`), else None."""
+    return _ORDER_STATISTICS.get(op_type)
 
 
 def scatter_positions(op_type: type) -> Callable[..., Any] | None:

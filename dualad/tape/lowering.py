@@ -15,6 +15,10 @@ instructions are:
   matrix;
 - :class:`MatMul`: a matrix product of two computed values (a declared contraction; or a
   call of two computed vectors that probes as their dot product, ``np.inner``);
+- :class:`Select`: the largest (or smallest) entry of each group (``np.max`` over an axis);
+- :class:`Order`: order statistics: each output entry a fixed weighted sum of the k-th
+  smallest entries of its group, the groups sorted at run time (``np.sort``,
+  ``np.median``, ``np.quantile``);
 - :class:`Call`: any other differentiable call with real values, run as itself (a numpy
   call in the Python glue, derivatives from its eager rules);
 - :class:`Guard`: a check that a value the recording depended on (a branch taken on a
@@ -49,19 +53,22 @@ from ..core.errors import DualadError
 from ..derivatives.language import NUMBA_UFUNCS, numba_predicate_call, numba_scalar_source
 from ..derivatives.registry import get_rule, operator_type
 from ..derivatives.scalar_forms import scalar_form
+from ..forward_mode.dual import Dual, Tag, partials_at
 from ..reverse_mode.fast_path import NEEDS
 from ..sparsity.flows import (
     index_map_data,
     is_contraction,
     is_linear_in,
     linear_reduction_axis,
+    order_statistic_axis,
     scatter_positions,
 )
 from .linear_probes import ProbeRefused, linear_matrix
 from .program import Operation, Program
 
-__all__ = ["Call", "Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map", "MatMul",
-           "Select", "differentiated_output", "lower"]
+__all__ = ["Call", "Const", "Gather", "Guard", "Linear", "Lowered", "LoweringError", "Map",
+           "MatMul", "Order", "Select", "differentiated_output", "lower"]
+
 
 class LoweringError(DualadError, TypeError):
     """An operation of a recorded program that the compiler cannot express."""
@@ -156,6 +163,24 @@ class Call:
     dtypes: tuple[str, ...] = ()  # of the reads, as recorded (an index stays an integer)
     differentiable: bool = True  # False: a value no derivative flows through
     complex_out: bool = False  # a complex result: only other calls read it
+
+
+@dataclass
+class Order:
+    """Order statistics: ``out[o] = sum_t weights[o, t] * x[sorted[group_of[o], ranks[o, t]]]``
+    where ``sorted[g]`` lists the entries ``members[g]`` of ``source`` (positions, in
+    increasing order) sorted by value, stably (tied entries keep their order, as eager
+    mode's sort) and NaN last; terms of weight 0 are padding. With ``nan_poisons``, a group
+    holding a NaN gives NaN without derivative (``np.median``); else NaN sorts last
+    (``np.sort``)."""
+
+    out: int
+    source: int
+    members: np.ndarray  # (groups, group size) positions in ``source``
+    group_of: np.ndarray  # (outputs,) the group each output entry reads
+    ranks: np.ndarray  # (outputs, terms) ranks in the sorted group
+    weights: np.ndarray  # (outputs, terms)
+    nan_poisons: bool
 
 
 @dataclass
@@ -312,6 +337,9 @@ def _lower_one(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     form = scalar_form(getattr(e.op, "f", None))
     if form is not None:
         return _lower_form(e, form, shapes)
+    declared = order_statistic_axis(type(e.op))
+    if declared is not None:
+        return _lower_order(e, slots, shapes, found, declared)
     data = index_map_data(type(e.op))
     if data is not None:
         return _lower_gather(e, slots, sizes, found, data)
@@ -710,3 +738,146 @@ def _transposed(e: Operation, pos: int, slots: list[Any]) -> Any:
         return result[pos]
 
     return transpose
+
+
+
+
+#: An order statistic is probed with (group size + 2) directions on every entry; past this
+#: many (entries x directions), the call is not compiled (the replay runs it).
+MAX_ORDER_PROBE = 2 ** 25
+#: At most this many ranks per output entry (interpolations read two).
+MAX_ORDER_TERMS = 16
+#: Directions per call when an order statistic is probed on dual numbers.
+ORDER_PROBE_DIRECTIONS = 256
+
+
+def order_apply(ins: Order, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The value and the tangent (in direction ``v``) of :class:`Order` ``ins`` at the flat
+    ``x``, in numpy: the reference the probes compare the call with.
+
+    Example:
+        >>> ins = Order(1, 0, np.array([[0, 1, 2]]), np.array([0]), np.array([[1, 2]]),
+        ...             np.array([[0.5, 0.5]]), True)  # the mean of the two largest
+        >>> order_apply(ins, np.array([3.0, 1.0, 2.0]), np.array([1.0, 0.0, 0.0]))
+        (array([2.5]), array([0.5]))
+    """
+    vals = x[ins.members]
+    order = np.argsort(vals, axis=1, kind="stable")  # NaN last
+    ranked = np.take_along_axis(ins.members, order, axis=1)
+    pos = ranked[ins.group_of[:, None], ins.ranks]
+    used = ins.weights != 0.0
+    with np.errstate(invalid="ignore"):
+        y = np.sum(np.where(used, ins.weights * x[pos], 0.0), axis=1)
+        t = np.sum(np.where(used, ins.weights * v[pos], 0.0), axis=1)
+    if ins.nan_poisons:
+        bad = np.isnan(vals).any(axis=1)[ins.group_of]
+        y[bad] = np.nan
+        t[bad] = 0.0
+    return y, t
+
+
+def _order_probe(e: Operation, slots: list[Any], shape: tuple[int, ...], point: np.ndarray,
+                 seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The call's value and tangents (``(m, k)``) at the flat ``point`` in the directions
+    ``seeds`` (``(n, k)``), from calls on dual numbers, ``ORDER_PROBE_DIRECTIONS`` at a time."""
+    n, k = seeds.shape
+    value: np.ndarray | None = None
+    parts = []
+    for start in range(0, max(k, 1), ORDER_PROBE_DIRECTIONS):
+        chunk = np.ascontiguousarray(seeds[:, start:start + ORDER_PROBE_DIRECTIONS])
+        tag = Tag()
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = _probe_call(e, {(0, None): Dual(point.reshape(shape).copy(), chunk.reshape(
+                shape + (chunk.shape[1],)), tag)}, slots)
+        got = np.asarray(getattr(out, "value", out), dtype=np.float64).ravel()
+        partials = partials_at(out, tag)
+        if partials is None:
+            partials = np.zeros((got.size, chunk.shape[1]))
+        partials = np.asarray(partials, dtype=np.float64).reshape(got.size, chunk.shape[1])
+        value = got if value is None else value
+        parts.append(partials)
+    assert value is not None
+    return value, np.concatenate(parts, axis=1)
+
+
+def _lower_order(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
+                 found: list[tuple[int, int | None, int]], declared: tuple[int, Any]) -> Order:
+    """A call declared an order statistic (:func:`~dualad.sparsity.flows.
+    note_order_statistic`): its groups from the declared axis; the ranks and weights each
+    output entry reads, probed on dual numbers at a point of distinct entries (one
+    direction per position in a group, and two saying which group an output reads); then
+    checked against the call, values and derivatives, at other points: random ones,
+    ties (eager mode's convention), and NaNs (which decide ``nan_poisons``)."""
+    what = repr(e.op)
+    if len(found) != 1 or found[0][:2] != (0, None):
+        raise LoweringError(f"{what} with a computed parameter (such as q) has no compiled "
+                            f"form; pass the parameters as constants")
+    s = found[0][2]
+    shape = shapes[s]
+    axis_at, default = declared
+    axis = e.template[axis_at] if len(e.template) > axis_at else e.kw.get("axis", default)
+    try:
+        group = _groups(shape, axis)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise LoweringError(f"{what} over axis {axis!r} of shape {shape}: {exc}") from None
+    n, m = group.size, int(np.prod(shapes[e.out], dtype=np.int64))
+    if n == 0 or m == 0:
+        raise LoweringError(f"{what} of an empty value")
+    counts = np.bincount(group)
+    size = int(counts[0])
+    if np.any(counts != size):
+        raise LoweringError(f"{what}: groups of unequal sizes")
+    members = np.argsort(group, kind="stable").reshape(-1, size).astype(np.intp)
+    n_groups = members.shape[0]
+    if n * (size + 2) > MAX_ORDER_PROBE or m * (size + 2) > MAX_ORDER_PROBE:
+        raise LoweringError(f"{what} over groups of {size} of {n} entries is too large to "
+                            f"probe (more than MAX_ORDER_PROBE = {MAX_ORDER_PROBE})")
+    rng = np.random.default_rng(3)
+    point = rng.standard_normal(n)  # distinct entries: every rank is one entry
+    seeds = np.zeros((n, size + 2))
+    seeds[members, np.arange(size)] = 1.0  # direction j: the j-th member of each group
+    seeds[:, size] = 1.0  # the sum of an output's weights
+    seeds[:, size + 1] = group + 1.0  # (its group + 1) times that sum
+    y, tangents = _order_probe(e, [], shape, point, seeds)
+    if y.size != m:
+        raise LoweringError(f"{what} changes size when probed")
+    total = tangents[:, size]
+    if np.any(np.abs(total) < 1e-9):
+        raise LoweringError(f"{what}: an output entry whose weights add up to 0")
+    ratio = tangents[:, size + 1] / total - 1.0
+    group_of = np.round(ratio).astype(np.intp)
+    if not np.allclose(ratio, group_of, atol=1e-6) or group_of.min() < 0 or \
+            group_of.max() >= n_groups:
+        raise LoweringError(f"{what} does not read one group per output entry")
+    rank_of = np.empty_like(members)  # rank_of[g, j]: the rank of member j of group g
+    order = np.argsort(point[members], axis=1, kind="stable")
+    np.put_along_axis(rank_of, order, np.arange(size)[None, :].repeat(n_groups, 0), axis=1)
+    rows, cols = np.nonzero(tangents[:, :size])
+    per_row = np.bincount(rows, minlength=m)
+    terms = int(per_row.max()) if rows.size else 0
+    if terms == 0 or terms > MAX_ORDER_TERMS:
+        raise LoweringError(f"{what}: output entries read {terms} ranks")
+    slot_in_row = np.arange(rows.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    ranks = np.zeros((m, terms), dtype=np.intp)
+    weights = np.zeros((m, terms))
+    ranks[rows, slot_in_row] = rank_of[group_of[rows], cols]
+    weights[rows, slot_in_row] = tangents[rows, cols]
+    ins = Order(e.out, s, members, group_of, ranks, weights, True)
+    ties = np.floor(point * 1.5)  # few values: many ties in every group
+    nan_point = point.copy()
+    nan_point[members[:, 0]] = np.nan
+    checks = [point, rng.standard_normal(n), ties, np.zeros(n), nan_point]
+    for k, at in enumerate(checks):
+        direction = rng.standard_normal((n, 1))
+        got, tangent = _order_probe(e, [], shape, at, direction)
+        for poisons in ((True, False) if k == len(checks) - 1 else (ins.nan_poisons,)):
+            ins.nan_poisons = poisons
+            ref_y, ref_t = order_apply(ins, at, direction[:, 0])
+            if np.allclose(got, ref_y, rtol=1e-12, atol=1e-12, equal_nan=True) and \
+                    np.allclose(tangent[:, 0], ref_t, rtol=1e-10, atol=1e-10, equal_nan=True):
+                break
+        else:
+            raise LoweringError(f"{what} does not read fixed ranks of its groups as "
+                                f"declared (probe {k})")
+    return ins

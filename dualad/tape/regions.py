@@ -49,6 +49,7 @@ from .lowering import (
     Map,
     MatMul,
     Operand,
+    Order,
     Select,
 )
 
@@ -202,7 +203,7 @@ def _slots_read(ins: Any) -> list[int]:
     if isinstance(ins, (Map, Guard)):
         found = [op.slot for op in ins.operands if op.slot is not None]
         return found + ([ins.slot] if isinstance(ins, Guard) and ins.slot is not None else [])
-    if isinstance(ins, (Linear, Select)):
+    if isinstance(ins, (Linear, Select, Order)):
         return [ins.source]
     if isinstance(ins, MatMul):
         return [s for s in (ins.a, ins.b) if s is not None]
@@ -439,6 +440,8 @@ def partition(low: Lowered) -> Plan:
             ins = Linear(o, src, ins.indptr, ins.indices, ins.data, ins.offset)
         elif isinstance(ins, Select):
             ins = Select(o, materialize(ins.source), ins.group, ins.largest, ins.ignores_nan)
+        elif isinstance(ins, Order):
+            ins = replace(ins, out=o, source=materialize(ins.source))
         elif isinstance(ins, MatMul):
             ins = MatMul(o, materialize(ins.a), materialize(ins.b), ins.a_const, ins.b_const,
                          ins.p, ins.q, ins.r)
