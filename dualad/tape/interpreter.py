@@ -58,6 +58,7 @@ from .lowering import (
     LoweringError,
     Map,
     MatMul,
+    Order,
     Select,
     differentiated_output,
 )
@@ -227,6 +228,8 @@ class _Encoder:
             self.linear(ins)
         elif isinstance(ins, Select):
             self.select(ins)
+        elif isinstance(ins, Order):
+            self.order(ins)
         elif isinstance(ins, Guard):
             self.guard(ins)
         elif isinstance(ins, MatMul):
@@ -319,6 +322,21 @@ class _Encoder:
                                                      1.0 if ins.ignores_nan else 0.0]), m=m,
                     writes=ins.out, reads=(self.ident(s),))
 
+    def order(self, ins: Order) -> None:
+        """Order statistics: the layout the ``order`` opcode reads (see
+        :func:`~dualad.tape.interpreter_source.interpreter_source`)."""
+        s = ins.source
+        if s not in self.base:
+            raise LoweringError(f"slot {s} is read before it is written")
+        n_groups, size = ins.members.shape
+        m, terms = ins.ranks.shape
+        out = self.output(ins.out)
+        scratch = self.values(n_groups * size + n_groups)
+        p = self.ints(np.concatenate([[size, terms, 1 if ins.nan_poisons else 0],
+                                      ins.members.ravel(), ins.group_of, ins.ranks.ravel()]))
+        self.record(self.opcode("order"), n_groups, out, self.base[s], 1, scratch, 0, p=p,
+                    q=self.floats(ins.weights), m=m, writes=ins.out, reads=(self.ident(s),))
+
     def guard(self, ins: Guard) -> None:
         if ins.kind == "shape":  # the entries are written for the recorded sizes
             return
@@ -401,6 +419,8 @@ class InterpretedProgram:
         self.all = np.arange(len(enc.records), dtype=np.int64)
         self.guarded = any(isinstance(ins, Guard) and ins.kind != "shape"
                            for ins in low.instructions)
+        #: as NumbaProgram's: a Jacobian pattern detected at one point may not hold
+        self.pattern_varies = any(isinstance(ins, Order) for ins in low.instructions)
         self._cache: dict[Any, Callable[..., Any]] = {}
         self.passes: set[str] = set()  # the interpreter's passes its entries call
 

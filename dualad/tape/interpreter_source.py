@@ -6,7 +6,7 @@ its value (:func:`~dualad.derivatives.language.numba_scalar_call`) and its parti
 rule's expressions in the scalar language, :func:`~dualad.derivatives.language.
 numba_scalar_source`) are written into the branches of the passes; so do the predicates the
 tables declare not differentiable (comparisons, ``isnan``, ...) that Numba compiles, as
-guard opcodes and as opcodes computing masks (1.0 / 0.0, without derivative). The structural opcodes (copies, sparse linear maps, max/min selections,
+guard opcodes and as opcodes computing masks (1.0 / 0.0, without derivative). The structural opcodes (copies, sparse linear maps, max/min selections, order statistics,
 guards on read values) are written here once. Nothing in this module names a numpy
 function.
 
@@ -53,7 +53,7 @@ WIDTH = len(FIELDS)
 HEADER = 6
 #: The structural opcodes, numbered first.
 STRUCTURAL = ("gather", "linear", "select", "matmul", "guard_bool", "guard_int",
-              "guard_float")
+              "guard_float", "order")
 
 
 def map_key(name: str, arg_names: Sequence[str], temps: Sequence[str],
@@ -327,6 +327,7 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                      "            if _f & 4:",
                      "                for _k in range(K):",
                      "                    T[_d, _k] += _c * T[_s, _k]"], whole=True)
+    _order(forward, backward, tangent, ops["order"])
     # guards on read values: n entries at _a against the recorded F[_q:]
     forward.add(ops["guard_bool"], ["for _i in range(_n):",
                                     "    if (V[_a + _i] != 0.0) != (F[_q + _i] != 0.0):",
@@ -340,6 +341,85 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                                      "    _c = F[_q + _i]",
                                      "    if not (_x == _c or (_x != _x and _c != _c)):",
                                      "        return 1"], whole=True)
+
+
+#: Groups of at most this many entries are sorted by insertion, larger ones by Numba's
+#: merge sort.
+ORDER_INSERTION_SORT = 16
+
+
+def _order(forward: _Branches, backward: _Branches, tangent: _Branches, op: int) -> None:
+    """Order statistics (:class:`~dualad.tape.lowering.Order`): ``_n`` groups of the source
+    at ``_a``, ``_m`` outputs at ``_o``. ``C[_p:]``: the group size, the terms per output,
+    1 where a NaN makes its group's outputs NaN, then the members (positions, group by
+    group), the group of each output and its ranks; ``F[_q:]`` the weights (0: padding).
+    Scratch at ``_b``: each group's members sorted by value (stably, NaN last), then 1.0
+    per group holding a NaN."""
+    head = ["_L = C[_p]",
+            "_T = C[_p + 1]",
+            "_grp = _p + 3 + _n * _L",
+            "_rk = _grp + _m",
+            "_nan = _b + _n * _L"]
+    forward.add(op, head + [
+        "_mem = _p + 3",
+        "for _g in range(_n):",
+        "    _h = _g * _L",
+        f"    if _L <= {ORDER_INSERTION_SORT}:",
+        "        for _j in range(_L):",
+        "            _e = C[_mem + _h + _j]",
+        "            _x = V[_a + _e]",
+        "            _k = _j",
+        "            while _k > 0:",
+        "                _y = V[_a + int(V[_b + _h + _k - 1])]",
+        "                if _x < _y or (_y != _y and _x == _x):  # NaN last, ties kept",
+        "                    V[_b + _h + _k] = V[_b + _h + _k - 1]",
+        "                    _k -= 1",
+        "                else:",
+        "                    break",
+        "            V[_b + _h + _k] = float(_e)",
+        "    else:",
+        "        _w = np.empty(_L)",
+        "        for _j in range(_L):",
+        "            _w[_j] = V[_a + C[_mem + _h + _j]]",
+        "        _ord = np.argsort(_w, kind=\"mergesort\")  # stable, NaN last",
+        "        for _j in range(_L):",
+        "            V[_b + _h + _j] = float(C[_mem + _h + _ord[_j]])",
+        "    _x = V[_a + int(V[_b + _h + _L - 1])]",
+        "    V[_nan + _g] = 1.0 if C[_p + 2] != 0 and _x != _x else 0.0",
+        "for _i in range(_m):",
+        "    _h = C[_grp + _i] * _L",
+        "    if V[_nan + C[_grp + _i]] != 0.0:",
+        "        V[_o + _i] = np.nan",
+        "        continue",
+        "    _acc = 0.0",
+        "    for _t in range(_T):",
+        "        _c = F[_q + _i * _T + _t]",
+        "        if _c != 0.0:",
+        "            _acc += _c * V[_a + int(V[_b + _h + C[_rk + _i * _T + _t]])]",
+        "    V[_o + _i] = _acc"], whole=True)
+    backward.add(op, head + [
+        "for _i in range(_m):",
+        "    _h = C[_grp + _i] * _L",
+        "    if V[_nan + C[_grp + _i]] != 0.0:",  # no derivative
+        "        continue",
+        "    _g = A[_o + _i]",
+        "    for _t in range(_T):",
+        "        _c = F[_q + _i * _T + _t]",
+        "        if _c != 0.0:",
+        "            A[_a + int(V[_b + _h + C[_rk + _i * _T + _t]])] += _c * _g"], whole=True)
+    tangent.add(op, head + [
+        "for _i in range(_m):",
+        "    for _k in range(K):",
+        "        T[_o + _i, _k] = 0.0",
+        "    _h = C[_grp + _i] * _L",
+        "    if V[_nan + C[_grp + _i]] != 0.0:",
+        "        continue",
+        "    for _t in range(_T):",
+        "        _c = F[_q + _i * _T + _t]",
+        "        if _c != 0.0:",
+        "            _s = _a + int(V[_b + _h + C[_rk + _i * _T + _t]])",
+        "            for _k in range(K):",
+        "                T[_o + _i, _k] += _c * T[_s, _k]"], whole=True)
 
 
 def _map_bodies(op: int, call: str, temps: list[str], partials: list[str], args: list[str],

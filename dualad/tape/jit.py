@@ -519,6 +519,12 @@ class Jitted:
                 raise LoweringError(f"a sparse Jacobian through {calls[0].operation.op!r}, "
                                     f"run as itself: its pattern may change from point to "
                                     f"point (pass sparsity= to fix it)")
+            if code.pattern_varies and self.options.get("sparsity") is None:
+                raise LoweringError("a sparse Jacobian of order statistics (np.sort, "
+                                    "np.median, ...): the entries they read depend on the "
+                                    "values, so a pattern detected at one point may miss "
+                                    "entries at another; pass sparsity= (each output's whole "
+                                    "group)")
             return self._sparse(code, wanted)
         if kind == "jacobian" and not isinstance(self.argnums, (int, np.integer)):
             nums = [int(a) % len(ranges) for a in self.argnums]
@@ -529,8 +535,9 @@ class Jitted:
         if aux:
             return code.jacobian(wanted, aux=True), _with_aux(program)
         kernel = None
-        if "color" in self.options and not _calls(code):  # structurally sparse: compressed
-            # seeds (not through calls run as themselves: a sort's pattern follows the point)
+        if "color" in self.options and not _calls(code) and not code.pattern_varies:
+            # structurally sparse: compressed seeds (not through calls run as themselves or
+            # order statistics: a sort's pattern follows the point)
             kernel = self._compressed_dense(code, wanted)
         if kernel is None:
             kernel = code.jacobian(wanted)

@@ -817,8 +817,8 @@ def _lower_order(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     shape = shapes[s]
     axis_at, default = declared
     axis = e.template[axis_at] if len(e.template) > axis_at else e.kw.get("axis", default)
-    try:
-        group = _groups(shape, axis)
+    try:  # a 0-d value: one group of one entry
+        group = np.zeros(1, dtype=np.intp) if shape == () else _groups(shape, axis)
     except (TypeError, ValueError, IndexError) as exc:
         raise LoweringError(f"{what} over axis {axis!r} of shape {shape}: {exc}") from None
     n, m = group.size, int(np.prod(shapes[e.out], dtype=np.int64))

@@ -237,6 +237,9 @@ class NumbaProgram:
         #: complex values: calls run as themselves make and read them, in the glue
         self.complex_slots = {ins.out for ins in low.instructions
                               if isinstance(ins, Call) and ins.complex_out}
+        #: which entries the output reads depends on the values (order statistics): a
+        #: Jacobian pattern detected at one point need not hold at another
+        self.pattern_varies = any(isinstance(ins, Order) for ins in low.instructions)
         self._cache: dict[Any, Callable[..., Any]] = {}
 
     def _differentiated(self, single: bool = True) -> int:
