@@ -742,8 +742,9 @@ def _transposed(e: Operation, pos: int, slots: list[Any]) -> Any:
 
 
 
-#: An order statistic is probed with (group size + 2) directions on every entry; past this
-#: many (entries x directions), the call is not compiled (the replay runs it).
+#: An order statistic whose outputs read more than two neighbouring ranks is probed with
+#: (group size + 2) directions on every entry; past this many (entries x directions), the
+#: call is not compiled (the replay runs it).
 MAX_ORDER_PROBE = 2 ** 25
 #: At most this many ranks per output entry (interpolations read two).
 MAX_ORDER_TERMS = 16
@@ -776,7 +777,7 @@ def order_apply(ins: Order, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, n
     return y, t
 
 
-def _order_probe(e: Operation, slots: list[Any], shape: tuple[int, ...], point: np.ndarray,
+def _order_probe(e: Operation, shape: tuple[int, ...], point: np.ndarray,
                  seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The call's value and tangents (``(m, k)``) at the flat ``point`` in the directions
     ``seeds`` (``(n, k)``), from calls on dual numbers, ``ORDER_PROBE_DIRECTIONS`` at a time."""
@@ -789,7 +790,7 @@ def _order_probe(e: Operation, slots: list[Any], shape: tuple[int, ...], point: 
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             out = _probe_call(e, {(0, None): Dual(point.reshape(shape).copy(), chunk.reshape(
-                shape + (chunk.shape[1],)), tag)}, slots)
+                shape + (chunk.shape[1],)), tag)}, [])
         got = np.asarray(getattr(out, "value", out), dtype=np.float64).ravel()
         partials = partials_at(out, tag)
         if partials is None:
@@ -805,10 +806,10 @@ def _lower_order(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
                  found: list[tuple[int, int | None, int]], declared: tuple[int, Any]) -> Order:
     """A call declared an order statistic (:func:`~dualad.sparsity.flows.
     note_order_statistic`): its groups from the declared axis; the ranks and weights each
-    output entry reads, probed on dual numbers at a point of distinct entries (one
-    direction per position in a group, and two saying which group an output reads); then
-    checked against the call, values and derivatives, at other points: random ones,
-    ties (eager mode's convention), and NaNs (which decide ``nan_poisons``)."""
+    output entry reads, probed on dual numbers at a point of distinct entries (see
+    ``_ranks_by_moments`` and ``_ranks_by_positions``); then checked against the call,
+    values and derivatives, at other points: random ones, ties (eager mode's convention),
+    and NaNs (which decide ``nan_poisons``)."""
     what = repr(e.op)
     if len(found) != 1 or found[0][:2] != (0, None):
         raise LoweringError(f"{what} with a computed parameter (such as q) has no compiled "
@@ -829,30 +830,121 @@ def _lower_order(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     if np.any(counts != size):
         raise LoweringError(f"{what}: groups of unequal sizes")
     members = np.argsort(group, kind="stable").reshape(-1, size).astype(np.intp)
-    n_groups = members.shape[0]
-    if n * (size + 2) > MAX_ORDER_PROBE or m * (size + 2) > MAX_ORDER_PROBE:
-        raise LoweringError(f"{what} over groups of {size} of {n} entries is too large to "
-                            f"probe (more than MAX_ORDER_PROBE = {MAX_ORDER_PROBE})")
     rng = np.random.default_rng(3)
     point = rng.standard_normal(n)  # distinct entries: every rank is one entry
-    seeds = np.zeros((n, size + 2))
-    seeds[members, np.arange(size)] = 1.0  # direction j: the j-th member of each group
-    seeds[:, size] = 1.0  # the sum of an output's weights
-    seeds[:, size + 1] = group + 1.0  # (its group + 1) times that sum
-    y, tangents = _order_probe(e, [], shape, point, seeds)
-    if y.size != m:
-        raise LoweringError(f"{what} changes size when probed")
-    total = tangents[:, size]
+    rank_of = np.empty_like(members)  # rank_of[g, j]: the rank of member j of group g
+    order = np.argsort(point[members], axis=1, kind="stable")
+    np.put_along_axis(rank_of, order, np.broadcast_to(np.arange(size), members.shape), axis=1)
+    rank = np.empty(n, dtype=np.intp)
+    rank[members] = rank_of
+    probe = functools.partial(_order_probe, e, shape)
+    checks = [rng.standard_normal(n), np.floor(point * 1.5), np.zeros(n)]  # ties, all tied
+    nan_point = point.copy()
+    nan_point[members[:, 0]] = np.nan
+    checks.append(nan_point)
+    why = "its ranks"
+    for find in (_ranks_by_moments, _ranks_by_positions):
+        try:
+            group_of, ranks, weights = find(probe, point, group, rank, members, m, what)
+        except LoweringError as exc:
+            why = str(exc)
+            continue
+        ins = Order(e.out, s, members, group_of, ranks, weights, True)
+        if _order_holds(ins, probe, checks, rng):
+            return ins
+        why = f"{what} does not read fixed ranks of its groups as declared"
+    raise LoweringError(why)
+
+
+def _order_holds(ins: Order, probe: Any, checks: list[np.ndarray],
+                 rng: np.random.Generator) -> bool:
+    """Whether ``ins`` computes what the call does (values, and the derivative in a random
+    direction) at each of ``checks``; at the last (NaNs in every group), ``nan_poisons``
+    is set to what the call does."""
+    for k, at in enumerate(checks):
+        direction = rng.standard_normal((at.size, 1))
+        got, tangent = probe(at, direction)
+        for poisons in ((True, False) if k == len(checks) - 1 else (ins.nan_poisons,)):
+            ins.nan_poisons = poisons
+            ref_y, ref_t = order_apply(ins, at, direction[:, 0])
+            if got.shape == ref_y.shape and \
+                    np.allclose(got, ref_y, rtol=1e-12, atol=1e-12, equal_nan=True) and \
+                    np.allclose(tangent[:, 0], ref_t, rtol=1e-10, atol=1e-10, equal_nan=True):
+                break
+        else:
+            return False
+    return True
+
+
+def _group_of_outputs(total: np.ndarray, by_group: np.ndarray, n_groups: int,
+                      what: str) -> np.ndarray:
+    """The group each output reads, from its tangents in the directions ``1`` (the sum of
+    its weights) and ``group + 1`` (that sum times its group + 1)."""
     if np.any(np.abs(total) < 1e-9):
         raise LoweringError(f"{what}: an output entry whose weights add up to 0")
-    ratio = tangents[:, size + 1] / total - 1.0
+    ratio = by_group / total - 1.0
     group_of = np.round(ratio).astype(np.intp)
     if not np.allclose(ratio, group_of, atol=1e-6) or group_of.min() < 0 or \
             group_of.max() >= n_groups:
         raise LoweringError(f"{what} does not read one group per output entry")
-    rank_of = np.empty_like(members)  # rank_of[g, j]: the rank of member j of group g
-    order = np.argsort(point[members], axis=1, kind="stable")
-    np.put_along_axis(rank_of, order, np.arange(size)[None, :].repeat(n_groups, 0), axis=1)
+    return group_of
+
+
+def _ranks_by_moments(probe: Any, point: np.ndarray, group: np.ndarray, rank: np.ndarray,
+                      members: np.ndarray, m: int, what: str
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranks and weights of outputs that read one rank or two neighbouring ranks (a sort,
+    a median, an interpolated quantile), from five directions whatever the group size:
+    ``group + 1``, ``rank + 1`` and its square (the mean rank read says which ranks, the
+    second moment checks it), and the entries of even and of odd rank (each output's two
+    weights, as the call computes them)."""
+    seeds = np.stack([group + 1.0, rank + 1.0, (rank + 1.0) ** 2, (rank % 2 == 0) * 1.0,
+                      (rank % 2 == 1) * 1.0], axis=1)
+    y, t = probe(point, seeds)
+    if y.size != m:
+        raise LoweringError(f"{what} changes size when probed")
+    even, odd = t[:, 3], t[:, 4]
+    total = even + odd
+    group_of = _group_of_outputs(total, t[:, 0], members.shape[0], what)
+    mean = t[:, 1] / total - 1.0  # the mean rank read, weighted
+    low = np.floor(mean + 1e-9).astype(np.intp)
+    low_is_even = low % 2 == 0
+    w_low = np.where(low_is_even, even, odd)
+    w_high = np.where(low_is_even, odd, even)
+    single = np.abs(w_high) <= 1e-14 * np.abs(w_low)
+    ranks = np.stack([low, np.where(single, 0, low + 1)], axis=1)
+    weights = np.stack([w_low, np.where(single, 0.0, w_high)], axis=1)
+    size = members.shape[1]
+    second = np.sum(weights * (ranks + 1.0) ** 2, axis=1)
+    if np.any(ranks < 0) or np.any(ranks >= size) or \
+            not np.allclose(second, t[:, 2], rtol=1e-9, atol=1e-9) or \
+            not np.allclose(np.sum(weights * (ranks + 1.0), axis=1), t[:, 1], rtol=1e-9,
+                            atol=1e-9):
+        raise LoweringError(f"{what}: outputs that read more than two neighbouring ranks")
+    if np.all(single):
+        ranks, weights = ranks[:, :1].copy(), weights[:, :1].copy()
+    return group_of, ranks, weights
+
+
+def _ranks_by_positions(probe: Any, point: np.ndarray, group: np.ndarray, rank: np.ndarray,
+                        members: np.ndarray, m: int, what: str
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranks and weights of outputs that read any ranks, from one direction per position
+    in a group (the j-th member of every group) and two saying which group each output
+    reads: (group size + 2) directions, within MAX_ORDER_PROBE."""
+    n, size = group.size, members.shape[1]
+    if n * (size + 2) > MAX_ORDER_PROBE or m * (size + 2) > MAX_ORDER_PROBE:
+        raise LoweringError(f"{what} over groups of {size} of {n} entries is too large to "
+                            f"probe (more than MAX_ORDER_PROBE = {MAX_ORDER_PROBE})")
+    seeds = np.zeros((n, size + 2))
+    seeds[members, np.arange(size)] = 1.0  # direction j: the j-th member of each group
+    seeds[:, size] = 1.0  # the sum of an output's weights
+    seeds[:, size + 1] = group + 1.0  # (its group + 1) times that sum
+    y, tangents = probe(point, seeds)
+    if y.size != m:
+        raise LoweringError(f"{what} changes size when probed")
+    group_of = _group_of_outputs(tangents[:, size], tangents[:, size + 1], members.shape[0],
+                                 what)
     rows, cols = np.nonzero(tangents[:, :size])
     per_row = np.bincount(rows, minlength=m)
     terms = int(per_row.max()) if rows.size else 0
@@ -861,23 +953,6 @@ def _lower_order(e: Operation, slots: list[Any], shapes: list[tuple[int, ...]],
     slot_in_row = np.arange(rows.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
     ranks = np.zeros((m, terms), dtype=np.intp)
     weights = np.zeros((m, terms))
-    ranks[rows, slot_in_row] = rank_of[group_of[rows], cols]
+    ranks[rows, slot_in_row] = rank[members[group_of[rows], cols]]
     weights[rows, slot_in_row] = tangents[rows, cols]
-    ins = Order(e.out, s, members, group_of, ranks, weights, True)
-    ties = np.floor(point * 1.5)  # few values: many ties in every group
-    nan_point = point.copy()
-    nan_point[members[:, 0]] = np.nan
-    checks = [point, rng.standard_normal(n), ties, np.zeros(n), nan_point]
-    for k, at in enumerate(checks):
-        direction = rng.standard_normal((n, 1))
-        got, tangent = _order_probe(e, [], shape, at, direction)
-        for poisons in ((True, False) if k == len(checks) - 1 else (ins.nan_poisons,)):
-            ins.nan_poisons = poisons
-            ref_y, ref_t = order_apply(ins, at, direction[:, 0])
-            if np.allclose(got, ref_y, rtol=1e-12, atol=1e-12, equal_nan=True) and \
-                    np.allclose(tangent[:, 0], ref_t, rtol=1e-10, atol=1e-10, equal_nan=True):
-                break
-        else:
-            raise LoweringError(f"{what} does not read fixed ranks of its groups as "
-                                f"declared (probe {k})")
-    return ins
+    return group_of, ranks, weights

@@ -82,9 +82,6 @@ MAX_COMPILE_COST = 3200
 #: Numba functions are cut (between statements) to at most this many source lines, and
 #: chained (Numba's compile time grows faster than linearly with a function's size).
 MAX_FUNCTION_LINES = 1200
-#: Order statistics sort groups of at most this many entries by insertion, larger ones with
-#: Numba's merge sort.
-ORDER_INSERTION_SORT = 16
 #: Constant arrays longer than this are passed to the kernel instead of written in its source.
 MAX_GLOBAL_ARRAY = 64
 
@@ -800,96 +797,56 @@ class NumbaProgram:
         w.emit(1, f"_v{o} = _m{o}[0]" if m == 1 else f"_v{o} = _m{o}")
 
     def _order_values(self, w: _Writer, ins: Order) -> None:
-        """Each group's entries sorted (``_r{o}``: their positions, stably, NaN last: an
-        insertion sort for small groups, Numba's merge sort for large ones), ``_z{o}``: 1.0
-        for a group holding a NaN (with ``nan_poisons``), then the weighted ranks."""
-        o, s = ins.out, ins.source
+        """Each group's entries sorted (``_r{o}``: their positions), ``_z{o}``: 1.0 for a
+        group holding a NaN (with ``nan_poisons``), then the weighted ranks: calls of
+        :mod:`dualad.tape.order_kernels`."""
+        o = ins.out
         n_groups, size = ins.members.shape
         m = self.low.sizes[o]
-        mem = w.const_array(ins.members.ravel())
-        src = f"_v{s}"
-        if self.low.sizes[s] == 1:  # one-entry values are numbers
-            src = f"_u{o}"
-            w.emit(1, f"{src} = np.empty(1)")
-            w.emit(1, f"{src}[0] = _v{s}")
-        r = f"_r{o}"
-        w.emit(1, f"{r} = np.empty({n_groups * size}, dtype=np.intp)")
-        if ins.nan_poisons:
-            w.emit(1, f"_z{o} = np.empty({n_groups})")
-        w.emit(1, f"for _g in range({n_groups}):")
-        w.emit(2, f"_h = _g * {size}")
-        if size <= ORDER_INSERTION_SORT:
-            w.emit(2, f"for _j in range({size}):")
-            w.emit(3, f"_e = {mem}[_h + _j]")
-            w.emit(3, f"_x = {src}[_e]")
-            w.emit(3, "_k = _j")
-            w.emit(3, "while _k > 0:")
-            w.emit(4, f"_y = {src}[{r}[_h + _k - 1]]")
-            w.emit(4, "if _x < _y or (_y != _y and _x == _x):  # NaN last, ties kept")
-            w.emit(5, f"{r}[_h + _k] = {r}[_h + _k - 1]")
-            w.emit(5, "_k -= 1")
-            w.emit(4, "else:")
-            w.emit(5, "break")
-            w.emit(3, f"{r}[_h + _k] = _e")
-        else:
-            w.emit(2, f"_w = np.empty({size})")
-            w.emit(2, f"for _j in range({size}):")
-            w.emit(3, f"_w[_j] = {src}[{mem}[_h + _j]]")
-            w.emit(2, "_q = np.argsort(_w, kind=\"mergesort\")  # stable, NaN last")
-            w.emit(2, f"for _j in range({size}):")
-            w.emit(3, f"{r}[_h + _j] = {mem}[_h + _q[_j]]")
-        if ins.nan_poisons:  # NaN sorts last
-            w.emit(2, f"_x = {src}[{r}[_h + {size - 1}]]")
-            w.emit(2, f"_z{o}[_g] = 1.0 if _x != _x else 0.0")
+        src = self._order_source(w, ins)
+        w.emit(1, f"_r{o} = np.empty({n_groups * size}, dtype=np.intp)")
+        w.emit(1, f"_z{o} = np.empty({n_groups})")
+        w.emit(1, f"_order_sort({src}, {w.const_array(ins.members.ravel())}, {n_groups}, "
+                  f"{size}, {ins.nan_poisons}, _r{o}, _z{o})")
         w.emit(1, f"_m{o} = np.empty({m})")
-        self._order_terms(w, ins, "value")
+        w.emit(1, f"_order_values({src}, {self._order_args(w, ins)}, _m{o})")
         w.emit(1, f"_v{o} = _m{o}[0]" if m == 1 else f"_v{o} = _m{o}")
 
-    def _order_terms(self, w: _Writer, ins: Order, what: str, K: int = 1) -> None:
-        """The weighted ranks of :class:`Order` ``ins``: its values (``what="value"``), its
-        tangent rows, or its adjoint added to the source's; a poisoned group's outputs are
-        NaN without derivative."""
+    def _order_source(self, w: _Writer, ins: Order) -> str:
+        """The source's values as an array (one-entry values are numbers)."""
+        if self.low.sizes[ins.source] != 1:
+            return f"_v{ins.source}"
+        w.emit(1, f"_u{ins.out} = np.empty(1)")
+        w.emit(1, f"_u{ins.out}[0] = _v{ins.source}")
+        return f"_u{ins.out}"
+
+    @staticmethod
+    def _order_args(w: _Writer, ins: Order) -> str:
+        terms = ins.ranks.shape[1]
+        return (f"_r{ins.out}, _z{ins.out}, {w.const_array(ins.group_of)}, "
+                f"{w.const_array(ins.ranks.ravel())}, {w.const_array(ins.weights.ravel())}, "
+                f"{ins.members.shape[1]}, {terms}")
+
+    def _order_terms(self, w: _Writer, ins: Order, what: str) -> None:
+        """The tangent rows of :class:`Order` ``ins`` (``what="tangent"``), or its adjoint
+        added to the source's."""
         o, s = ins.out, ins.source
-        size = ins.members.shape[1]
-        m, terms = ins.ranks.shape
-        group, ranks, weights = (w.const_array(ins.group_of), w.const_array(ins.ranks.ravel()),
-                                 w.const_array(ins.weights.ravel()))
-        src = f"_u{o}" if self.low.sizes[s] == 1 else f"_v{s}"
-        w.emit(1, f"for _i in range({m}):")
+        args = self._order_args(w, ins)
         if what == "tangent":
-            w.emit(2, f"for _k in range({K}):")
-            w.emit(3, f"_T{o}[_i, _k] = 0.0")
-        w.emit(2, f"_h = {group}[_i] * {size}")
-        depth = 2
-        if ins.nan_poisons:
-            if what == "value":
-                w.emit(2, f"if _z{o}[{group}[_i]] != 0.0:")
-                w.emit(3, f"_m{o}[_i] = np.nan")
-                w.emit(3, "continue")
-            else:
-                w.emit(2, f"if _z{o}[{group}[_i]] == 0.0:")
-                depth = 3
-        if what == "value":
-            w.emit(depth, "_acc = 0.0")
-        elif what == "adjoint":
-            w.emit(depth, f"_ga = {self._entry('_a', o, '_i')}")
-        single = terms == 1 and np.all(ins.weights == 1.0)
-        if not single:
-            w.emit(depth, f"for _t in range({terms}):")
-            w.emit(depth + 1, f"_c = {weights}[_i * {terms} + _t]")
-            w.emit(depth + 1, "if _c != 0.0:  # padding")
-            depth += 2
-        at = f"{ranks}[_i]" if single else f"{ranks}[_i * {terms} + _t]"
-        w.emit(depth, f"_e = _r{o}[_h + {at}]")
-        times = "" if single else "_c * "
-        if what == "value":
-            w.emit(depth, f"_acc += {times}{src}[_e]")
-            w.emit(2, f"_m{o}[_i] = _acc")
-        elif what == "tangent":
-            w.emit(depth, f"for _k in range({K}):")
-            w.emit(depth + 1, f"_T{o}[_i, _k] += {times}_T{s}[_e, _k]")
+            w.emit(1, f"_order_tangents(_T{s}, {args}, _T{o})")
+            return
+        adjoint = f"_a{o}"
+        if self.low.sizes[o] == 1:
+            w.emit(1, f"_y{o} = np.empty(1)")
+            w.emit(1, f"_y{o}[0] = _a{o}")
+            adjoint = f"_y{o}"
+        if self.low.sizes[s] == 1:
+            w.emit(1, f"_q{o} = np.empty(1)")
+            w.emit(1, f"_q{o}[0] = 0.0")
+            w.emit(1, f"_order_adjoints({adjoint}, {args}, _q{o})")
+            w.emit(1, f"_a{s} += _q{o}[0]")
         else:
-            w.emit(depth, f"{self._entry('_a', s, '_e')} += {times}_ga")
+            w.emit(1, f"_order_adjoints({adjoint}, {args}, _a{s})")
 
     def _linear(self, w: _Writer, ins: Linear) -> None:
         o, m, s = ins.out, self.low.sizes[ins.out], ins.source
@@ -958,7 +915,7 @@ class NumbaProgram:
             w.emit(3, f"for _k in range({K}):")
             w.emit(4, f"_T{o}[_g, _k] += 0.0 * _T{s}[_i, _k]")
         elif isinstance(ins, Order):
-            self._order_terms(w, ins, "tangent", K)
+            self._order_terms(w, ins, "tangent")
         elif isinstance(ins, MatMul):
             p, q, r = ins.p, ins.q, ins.r
             w.emit(1, f"_T{o}[:, :] = 0.0")
@@ -1191,9 +1148,12 @@ class NumbaProgram:
         lines = ['"""A compiled dualad tape (generated)."""', "import math", "import numba",
                  "import numpy as np",
                  "from dualad.tape.program import GuardFailed, NanTangents", ""]
-        for call in ("gemm", "dot"):
+        for module, call in (("blas", "gemm"), ("blas", "dot"), ("order_kernels", "order_sort"),
+                             ("order_kernels", "order_values"),
+                             ("order_kernels", "order_tangents"),
+                             ("order_kernels", "order_adjoints")):
             if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
-                lines.insert(-1, f"from dualad.tape.blas import {call} as _{call}")
+                lines.insert(-1, f"from dualad.tape.{module} import {call} as _{call}")
         for gname, arr in w.globals.items():
             dtype = "np.intp" if arr.dtype.kind in "iu" else "np.float64"
             items = ", ".join(str(int(v)) for v in arr) if arr.dtype.kind in "iu" else \

@@ -318,3 +318,45 @@ def test_batches(backend):
     np.testing.assert_array_equal(g.batch(xs), np.stack([ad.grad(loss)(x) for x in xs]))
     np.testing.assert_allclose(J.batch(xs), np.stack([ad.jacobian(quantiles)(x) for x in xs]),
                                rtol=1e-14, atol=1e-15)
+
+
+def test_large_groups_are_probed_by_moments():
+    """Outputs of one rank or two neighbouring ranks are found from five directions
+    whatever the group size: a sort of 20000 entries lowers (one direction per position
+    would be 20000)."""
+    from dualad.tape import lowering
+
+    x = np.random.default_rng(12).standard_normal(20000)
+    tape = record(lambda x: np.sort(x), x)
+    assert x.size * (x.size + 2) > lowering.MAX_ORDER_PROBE
+    (ins,) = lower(tape.program, [x]).instructions
+    assert isinstance(ins, Order) and ins.ranks.shape == (20000, 1)
+    np.testing.assert_array_equal(ins.ranks[:, 0], np.arange(20000))
+    tape = record(lambda x: np.quantile(x, [0.25, 0.5]), x)
+    (ins,) = lower(tape.program, [x]).instructions
+    assert ins.ranks.shape == (2, 2)
+
+
+@pytest.mark.parametrize("f", [lambda x: np.median(x, axis=1),
+                               lambda x: np.quantile(x, [0.1, 0.5, 0.93], axis=0),
+                               lambda x: np.sort(x, axis=None)])
+def test_probing_by_positions_agrees(monkeypatch, f):
+    """The general probe (one direction per position in a group: outputs of any ranks)
+    finds what the five-direction one does."""
+    from dualad.tape import lowering
+
+    x = np.random.default_rng(13).standard_normal((4, 6))
+    program = record(f, x).program
+    (quick,) = lower(program, [x]).instructions
+
+    def refuse(*args):
+        raise LoweringError("not by moments")
+
+    monkeypatch.setattr(lowering, "_ranks_by_moments", refuse)
+    (general,) = lower(program, [x]).instructions
+    for a, b in ((quick.group_of, general.group_of), (quick.members, general.members)):
+        np.testing.assert_array_equal(a, b)
+    for k in range(quick.ranks.shape[0]):
+        got = {(r, w) for r, w in zip(general.ranks[k], general.weights[k]) if w != 0.0}
+        want = {(r, w) for r, w in zip(quick.ranks[k], quick.weights[k]) if w != 0.0}
+        assert got == want
