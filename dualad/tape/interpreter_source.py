@@ -343,49 +343,27 @@ def _structural(forward: _Branches, backward: _Branches, tangent: _Branches,
                                      "        return 1"], whole=True)
 
 
-#: Groups of at most this many entries are sorted by insertion, larger ones by Numba's
-#: merge sort.
-ORDER_INSERTION_SORT = 16
-
-
 def _order(forward: _Branches, backward: _Branches, tangent: _Branches, op: int) -> None:
     """Order statistics (:class:`~dualad.tape.lowering.Order`): ``_n`` groups of the source
     at ``_a``, ``_m`` outputs at ``_o``. ``C[_p:]``: the group size, the terms per output,
     1 where a NaN makes its group's outputs NaN, then the members (positions, group by
     group), the group of each output and its ranks; ``F[_q:]`` the weights (0: padding).
-    Scratch at ``_b``: each group's members sorted by value (stably, NaN last), then 1.0
-    per group holding a NaN."""
+    Scratch at ``_b``: each group's members sorted by value (stably, NaN last: by
+    :func:`dualad.tape.order_kernels.order_sort`, as the straight-line code), then 1.0 per
+    group holding a NaN."""
     head = ["_L = C[_p]",
             "_T = C[_p + 1]",
             "_grp = _p + 3 + _n * _L",
             "_rk = _grp + _m",
             "_nan = _b + _n * _L"]
     forward.add(op, head + [
-        "_mem = _p + 3",
+        "_ranked = np.empty(_n * _L, dtype=np.intp)",
+        "_poisoned = np.empty(_n)",
+        "_order_sort(V[_a:], C[_p + 3:_grp], _n, _L, C[_p + 2] != 0, _ranked, _poisoned)",
+        "for _j in range(_n * _L):",
+        "    V[_b + _j] = float(_ranked[_j])",
         "for _g in range(_n):",
-        "    _h = _g * _L",
-        f"    if _L <= {ORDER_INSERTION_SORT}:",
-        "        for _j in range(_L):",
-        "            _e = C[_mem + _h + _j]",
-        "            _x = V[_a + _e]",
-        "            _k = _j",
-        "            while _k > 0:",
-        "                _y = V[_a + int(V[_b + _h + _k - 1])]",
-        "                if _x < _y or (_y != _y and _x == _x):  # NaN last, ties kept",
-        "                    V[_b + _h + _k] = V[_b + _h + _k - 1]",
-        "                    _k -= 1",
-        "                else:",
-        "                    break",
-        "            V[_b + _h + _k] = float(_e)",
-        "    else:",
-        "        _w = np.empty(_L)",
-        "        for _j in range(_L):",
-        "            _w[_j] = V[_a + C[_mem + _h + _j]]",
-        "        _ord = np.argsort(_w, kind=\"mergesort\")  # stable, NaN last",
-        "        for _j in range(_L):",
-        "            V[_b + _h + _j] = float(C[_mem + _h + _ord[_j]])",
-        "    _x = V[_a + int(V[_b + _h + _L - 1])]",
-        "    V[_nan + _g] = 1.0 if C[_p + 2] != 0 and _x != _x else 0.0",
+        "    V[_nan + _g] = _poisoned[_g]",
         "for _i in range(_m):",
         "    _h = C[_grp + _i] * _L",
         "    if V[_nan + C[_grp + _i]] != 0.0:",
@@ -518,6 +496,7 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         "import math",
         "import numba",
         "import numpy as np",
+        "from dualad.tape.order_kernels import order_sort as _order_sort",
         "",
         f"HEADER = {HEADER}",
         f"WIDTH = {WIDTH}",
