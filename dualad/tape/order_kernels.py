@@ -45,23 +45,25 @@ def _before(a: float, b: float) -> bool:
 def order_sort(x, members, n_groups, size, poisons, ranked, nan):  # pragma: no cover - Numba
     """``ranked[g * size:(g + 1) * size]``: the positions in ``x`` of group ``g``'s members
     (``members``, the same layout) sorted by value; ``nan[g]``: 1.0 where ``poisons`` and
-    the group holds a NaN, else 0.0."""
-    scratch = np.empty(size if size > INSERTION_SORT else 0, dtype=np.intp)
+    the group holds a NaN, else 0.0. The values are sorted with their positions, side by
+    side (no indirect reads while comparing)."""
+    vals, idx = np.empty(size), np.empty(size, dtype=np.intp)
+    spare_vals, spare_idx = np.empty(size), np.empty(size, dtype=np.intp)
     for g in range(n_groups):
         h = g * size
         for j in range(size):
-            ranked[h + j] = members[h + j]
+            idx[j] = members[h + j]
+            vals[j] = x[idx[j]]
         # runs of INSERTION_SORT entries sorted by insertion, then merged pairwise
         for start in range(0, size, INSERTION_SORT):
             stop = min(start + INSERTION_SORT, size)
             for j in range(start + 1, stop):
-                e = ranked[h + j]
-                v = x[e]
+                v, e = vals[j], idx[j]
                 k = j
-                while k > start and _before(v, x[ranked[h + k - 1]]):
-                    ranked[h + k] = ranked[h + k - 1]
+                while k > start and _before(v, vals[k - 1]):
+                    vals[k], idx[k] = vals[k - 1], idx[k - 1]
                     k -= 1
-                ranked[h + k] = e
+                vals[k], idx[k] = v, e
         width = INSERTION_SORT
         while width < size:
             lo = 0
@@ -70,17 +72,19 @@ def order_sort(x, members, n_groups, size, poisons, ranked, nan):  # pragma: no 
                 hi = min(lo + 2 * width, size)
                 i, j = lo, mid
                 for t in range(lo, hi):
-                    if j >= hi or (i < mid and not _before(x[ranked[h + j]], x[ranked[h + i]])):
-                        scratch[t] = ranked[h + i]
+                    if j >= hi or (i < mid and not _before(vals[j], vals[i])):  # ties: left
+                        spare_vals[t], spare_idx[t] = vals[i], idx[i]
                         i += 1
                     else:
-                        scratch[t] = ranked[h + j]
+                        spare_vals[t], spare_idx[t] = vals[j], idx[j]
                         j += 1
                 lo = hi
-            for t in range(size):
-                ranked[h + t] = scratch[t]
+            vals, spare_vals = spare_vals, vals
+            idx, spare_idx = spare_idx, idx
             width *= 2
-        last = x[ranked[h + size - 1]]
+        for j in range(size):
+            ranked[h + j] = idx[j]
+        last = vals[size - 1]
         nan[g] = 1.0 if poisons and last != last else 0.0
 
 
