@@ -40,6 +40,8 @@ CASES = [
     ("quantile midpoint keepdims", lambda x: np.quantile(x, 0.4, axis=1, method="midpoint",
                                                          keepdims=True), (2, 6)),
     ("percentile all", lambda x: np.percentile(x, 37.0), (4, 4)),
+    ("quantile 2-d q array", lambda x: np.quantile(x, np.array([[0.2], [0.65]]), axis=1),
+     (3, 5)),
     ("percentile nearest", lambda x: np.percentile(x, [20, 80], axis=1, method="nearest"),
      (3, 7)),
 ]
