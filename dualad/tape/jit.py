@@ -522,9 +522,8 @@ class Jitted:
             if code.pattern_varies and self.options.get("sparsity") is None:
                 raise LoweringError("a sparse Jacobian of order statistics (np.sort, "
                                     "np.median, ...): the entries they read depend on the "
-                                    "values, so a pattern detected at one point may miss "
-                                    "entries at another; pass sparsity= (each output's whole "
-                                    "group)")
+                                    "values, so its pattern may change from point to point "
+                                    "(pass sparsity=, each output's whole group)")
             return self._sparse(code, wanted)
         if kind == "jacobian" and not isinstance(self.argnums, (int, np.integer)):
             nums = [int(a) % len(ranges) for a in self.argnums]

@@ -54,6 +54,9 @@ def _calls(fn, x):
 
 def test_the_programs_hold_calls():
     for loss in LOSSES:
+        if loss is sort_loss:  # an order statistic: compiled (lowering.Order), no call
+            assert not _calls(loss, POINTS[0])
+            continue
         assert _calls(loss, POINTS[0]), loss
 
 
