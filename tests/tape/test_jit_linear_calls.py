@@ -2,10 +2,12 @@
 np.correlate with a constant operand, np.cumsum, np.diff, np.kron / np.outer / np.tensordot /
 np.einsum with a constant, ...) and of large reductions (np.max / np.sum over axes of
 thousands of entries): compiled against eager mode and central differences, in the
-straight-line code and in the interpreter; two computed operands are refused clearly."""
+straight-line code and in the interpreter; two computed operands run as a call in the
+glue (numpy's own, between the compiled parts), which says why."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +17,8 @@ import pytest
 import dualad as ad
 import dualad.tape.linear_probes as probes
 from dualad.diagnostics.gradcheck import gradcheck, numerical_jacobian
+from dualad.tape import record
+from dualad.tape.lowering import Call, lower
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -218,9 +222,9 @@ def test_large_maxima_and_sums_over_axes(shape, axis):
     np.testing.assert_allclose(g(tied), ad.grad(f)(tied), rtol=1e-12, atol=1e-14)
 
 
-# -- refusals ----------------------------------------------------------------------------------
+# -- what has no compiled form: a call in the glue, which says why --------------------------
 
-@pytest.mark.parametrize("f, reason", [
+REFUSED = [
     (lambda x: np.sum(np.convolve(x, np.sin(x))), r"Method\[convolve\]\(\) of two computed "
                                                   r"values .* declared linear in each"),
     (lambda x: np.sum(np.correlate(x, x * 2.0, "same")), r"Method\[correlate\]\(\) of two"),
@@ -228,21 +232,39 @@ def test_large_maxima_and_sums_over_axes(shape, axis):
     (lambda x: np.linalg.norm(x), r"Method\[norm\]\(\) has no compiled form"),
     (lambda x: np.sum(np.ptp(np.sin(x).reshape(2, 2), axis=0)),  # max - min: piecewise
      r"Method\[ptp\]\(\) is not linear in its computed argument"),
-    (lambda x: np.sum(np.prod(x.reshape(2, 2), axis=0)), r"Method\[prod\]\(\) has no compiled"),
-])
-def test_what_does_not_compile_says_why(f, reason):
+]
+
+
+def calls_in(f, x):
+    low = lower(record(f, x).program, [x])
+    return [ins.why for ins in low.instructions if isinstance(ins, Call)]
+
+
+@pytest.mark.parametrize("f, reason", REFUSED)
+def test_what_is_not_linear_in_one_value_runs_as_a_call_that_says_why(f, reason):
+    x = np.array([0.3, -0.2, 1.1, 0.5])
+    whys = calls_in(f, x)
+    assert len(whys) == 1 and re.search(reason, whys[0]), whys
+    for point in (x, x[::-1] * 1.5):  # the call's numbers are eager mode's
+        np.testing.assert_allclose(compiled(f)(point), f(point), rtol=1e-14)
+        g = compiled(ad.grad(f))(point)
+        np.testing.assert_allclose(g, ad.grad(f)(point), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(g, numerical_jacobian(f, (point,), 0), rtol=1e-6,
+                                   atol=1e-8)
+
+
+def test_beyond_the_cap_such_calls_fall_back_and_say_why(small_cap):
+    f, reason = REFUSED[0]
     x = np.array([0.3, -0.2, 1.1, 0.5])
     with pytest.raises(ad.JitError, match=reason):
-        compiled(f)(x)
-    with pytest.warns(ad.JitFallbackWarning, match=reason):
-        got = ad.jit(f)(x)  # the tape's replay: eager mode's numbers
-    np.testing.assert_allclose(got, f(x), rtol=1e-14)
+        interpreted(ad.grad(f))(x)
 
 
-def test_a_matrix_too_large_to_hold_is_refused(monkeypatch):
+def test_a_matrix_too_large_to_hold_runs_as_a_call(monkeypatch):
     monkeypatch.setattr(probes, "MAX_MATRIX_ENTRIES", 1000)
     f = lambda x: np.sum(np.cumsum(x) ** 2)  # noqa: E731 - 50 x 50, lower triangle
     x = np.linspace(0.0, 1.0, 50)
-    with pytest.raises(ad.JitError, match=r"Method\[cumsum\]\(\) on 50 entries is a 50 x 50 "
-                                          r"matrix of 1275 entries, too many to hold"):
-        compiled(ad.grad(f))(x)
+    whys = calls_in(f, x)
+    assert len(whys) == 1 and re.search(r"Method\[cumsum\]\(\) on 50 entries is a 50 x 50 "
+                                        r"matrix of 1275 entries, too many to hold", whys[0])
+    np.testing.assert_allclose(compiled(ad.grad(f))(x), ad.grad(f)(x), rtol=1e-12)

@@ -183,7 +183,7 @@ def test_too_large_matrices_are_refused(monkeypatch):
         linear_matrix(lambda x: np.cumsum(x), (50,), 50)
     x = np.linspace(0.0, 1.0, 50)
     with pytest.raises(LoweringError, match=r"Method\[cumsum\]\(\) on 50 entries is a 50 x 50"):
-        lower(record(lambda x: np.cumsum(x), x).program, [x])
+        lowering._lower_linear(*linear_call(lambda x: np.cumsum(x), x))
     monkeypatch.setattr(probes, "MAX_MATRIX_ENTRIES", 1 << 22)
     monkeypatch.setattr(probes, "MAX_PROBE_WORK", 1000)
     with pytest.raises(ProbeRefused, match="too many to read"):
@@ -193,4 +193,13 @@ def test_too_large_matrices_are_refused(monkeypatch):
 def test_two_computed_operands_of_a_linear_call_are_refused_clearly():
     x = np.linspace(0.0, 1.0, 5)
     with pytest.raises(LoweringError, match="declared linear in each of them"):
-        lower(record(lambda x: np.convolve(x, np.sin(x)), x).program, [x])
+        lowering._lower_linear(*linear_call(lambda x: np.convolve(x, np.sin(x)), x))
+
+
+def linear_call(f, x):
+    """The arguments of ``_lower_linear`` for the last operation ``f`` records."""
+    program = record(f, x).program
+    slots, _ = program.run([x], False)
+    sizes = [int(np.size(v)) for v in slots]
+    e = program.ops[-1]
+    return e, slots, sizes, lowering._slot_positions(e)
