@@ -11,7 +11,9 @@ Forward mode is NaN-safe, as ForwardDiff.jl's NaN-safe mode: a tangent entry tha
 zero contributes exactly zero, even where the derivative is infinite or NaN
 (:func:`scale_tangent`). So the derivative of ``sum(sqrt(x))`` at ``x = [0, 1, 4]`` is
 ``[inf, 0.5, 0.25]`` in both modes: the direction of ``x[1]`` does not pick up
-``0 * inf`` from ``x[0]``.
+``0 * inf`` from ``x[0]``. On traced values (forward mode inside ``ad.grad`` or inside a
+recording) the product is the recorded call
+:func:`~dualad.derivatives.tangent_product.tangent_product`, NaN-safe in the same way.
 
 Example:
     >>> import numpy as np
@@ -35,6 +37,7 @@ import numpy as np
 
 from .language import compile_derivatives
 from .registry import derivative_kind
+from .tangent_product import tangent_product
 
 __all__ = [
     "CONSTANT_KINDS",
@@ -121,10 +124,10 @@ def scale_tangent(p: Any, d: Any) -> Any:
         if _isfinite(abs(d)):
             return p * d
         dc = d
-    else:  # traced derivatives (nested differentiation) and other array types
-        return p * column(d)
-    if type(p) is not _ND:
-        return p * dc
+    else:  # traced derivatives (nested differentiation): one recorded operation
+        return tangent_product(p, column(d))
+    if type(p) is not _ND:  # traced partials times an infinite or NaN derivative
+        return tangent_product(p, dc)
     out = np.zeros(np.broadcast_shapes(p.shape, np.shape(dc)), np.result_type(p, dc))
     np.multiply(p, dc, out=out, where=p != 0)
     return out
@@ -141,9 +144,9 @@ def scale_scalar_tangent(d: Any, t: Any) -> Any:
     if d is None:
         return _ZERO
     tt = type(t)
-    if (tt is _F64 or tt is float) and t == 0.0:
-        return _ZERO
-    return d * t
+    if tt is _F64 or tt is float:
+        return _ZERO if t == 0.0 else d * t
+    return tangent_product(t, d)  # a traced tangent: the product recorded NaN-safe
 
 
 def _negate(x: Any, d: Any) -> Any:

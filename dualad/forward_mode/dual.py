@@ -48,6 +48,7 @@ from ..core.errors import MissingRuleError, ShapeError, TagMismatchError
 from ..core.operators import Broadcasted, Method, Operator
 from ..core.tracing import Traced, apply_operator, new_level, normalize_arguments
 from ..derivatives.kinds import scale_scalar_tangent
+from ..derivatives.tangent_product import tangent_product
 
 __all__ = [
     "Dual",
@@ -676,7 +677,8 @@ def _unary_entry(ufunc: Any, x: Dual) -> Any:
                 if d.__class__ is _F64 and d == 0.0:  # NaN-safe: a zero tangent stays zero
                     return new_dual(y, None, x.tag, _ZERO)
                 g = sr[1](v, y)[0]
-                return new_dual(y, None, x.tag, _ZERO if g is None else g * d)
+                return new_dual(y, None, x.tag, _ZERO if g is None else g * d
+                                if d.__class__ is _F64 else tangent_product(d, g))
         lean = rec.lean
         if lean is not None:
             r = lean(x)
@@ -724,7 +726,8 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
                         if da.__class__ is _F64 and da == 0.0:  # NaN-safe
                             return new_dual(v, None, a.tag, _ZERO)
                         g = sr[1](va, b, v)[0]
-                        return new_dual(v, None, a.tag, _ZERO if g is None else g * da)
+                        return new_dual(v, None, a.tag, _ZERO if g is None else g * da
+                                        if da.__class__ is _F64 else tangent_product(da, g))
         elif type(b) is Dual:
             db = b._d
             if db is ROW:
@@ -741,7 +744,8 @@ def _binary_entry_for(ufunc: Any, reflected: bool = False) -> Callable[[Any, Any
                     if db.__class__ is _F64 and db == 0.0:  # NaN-safe
                         return new_dual(v, None, b.tag, _ZERO)
                     g = sr[1](a, vb, v)[1]
-                    return new_dual(v, None, b.tag, _ZERO if g is None else g * db)
+                    return new_dual(v, None, b.tag, _ZERO if g is None else g * db
+                                    if db.__class__ is _F64 else tangent_product(db, g))
         lean = rec.lean
         if lean is not None:
             r = lean(a, b)

@@ -35,6 +35,7 @@ from ..core.arguments import (
     guard_opaque_calls,
     to_user,
 )
+from ..core.arguments import value as plain_value
 from ..core.array_protocol import lift_object_array, shape_of
 from ..core.errors import ShapeError
 from ..core.tracing import Traced
@@ -174,7 +175,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
             value = _prepare(pv, f"primal {i} of {fname}", complex_ok=True)
             if not isinstance(tv, Traced):
                 tv = np.asarray(tv)
-                real_primal = not np.iscomplexobj(value)
+                # the dtype of a traced primal, read without recording a value of it
+                real_primal = not np.iscomplexobj(plain_value(value))
                 if tv.dtype.kind == "c" and real_primal:
                     raise TypeError(
                         f"{fname}: a tangent of primal {i} is complex but the primal is "

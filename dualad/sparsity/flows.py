@@ -60,6 +60,7 @@ from ..core.errors import MissingRuleError
 from ..core.operators import Broadcasted, Method, Operator, function_name
 from ..core.tracing import Traced, new_level
 from ..derivatives.registry import derivative_kind, get_rule, on_rule_registered, operator_type
+from ..derivatives.tangent_product import tangent_product
 from .index_sets import IndexSets, combine, union, vstack
 
 __all__ = [
@@ -859,6 +860,11 @@ def declare_elementwise(*funcs: Any, flowing: Iterable[int] | None = None,
         flow = frozenset(range(64)) if flowing is None else frozenset(flowing)
         for t in _op_types(func):
             _register(t, _elementwise(func, flow, pairs), function_name(func))
+
+
+# forward mode's NaN-safe tangent product, recorded on traced values (``ad.jvp`` inside a
+# function whose pattern is detected): elementwise, its two arguments multiplied
+declare_elementwise(tangent_product, interacting=((0, 1),))
 
 
 # -- moving entries: index maps -------------------------------------------------------------

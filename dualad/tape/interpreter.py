@@ -505,8 +505,8 @@ class InterpretedProgram:
         if self.n_inputs == 1:
             x = inputs[0]
             if type(x) is np.ndarray:
-                if x.dtype != _F8:
-                    raise TypeError(f"an input of dtype {x.dtype}")
+                if x.dtype != _F8 or x.ndim != 1:  # (flat, as the compiled code takes it)
+                    raise TypeError(f"an input of dtype {x.dtype} and shape {x.shape}")
                 if x.size != self.n_in:
                     raise GuardFailed
                 if x.ndim == 1 and x.flags.c_contiguous and x.flags.writeable:
@@ -519,8 +519,8 @@ class InterpretedProgram:
         lo = 0
         for x, m in zip(inputs, self.input_sizes):
             if type(x) is np.ndarray:
-                if x.dtype != _F8:
-                    raise TypeError(f"an input of dtype {x.dtype}")
+                if x.dtype != _F8 or x.ndim != 1:
+                    raise TypeError(f"an input of dtype {x.dtype} and shape {x.shape}")
                 if x.size != m:
                     raise GuardFailed
                 xin[lo:lo + m] = x.reshape(-1)

@@ -424,20 +424,128 @@ def test_compiled_tape_jvp_is_nan_safe_as_eager(engine):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ad.jvp / ad.hvp / ad.hessian called inside a recorded function record the dual "
-    "numbers' tangent arithmetic as plain products, without eager forward mode's "
-    "NaN-safety (an exactly zero tangent times an infinite partial is 0 eagerly, NaN in "
-    "the recording), so the tape's replay and the compiled code both give NaN there. "
-    "Needs the NaN-safe product recorded as an operation of its own (forward_mode)"))
-def test_jvp_inside_a_jitted_function_is_nan_safe():
-    f = NAN_SAFE["sqrt-of-square"]
+def _scalar(f):
+    return lambda x: np.sum(f(x))
+
+
+def _number(s):
+    """A function of a number with the same hazards: |s| as sqrt(s * s), s ** 2.5 at 0."""
+    return np.sqrt(s * s) * 2.0 + np.abs(s) ** 2.5 + np.sin(s) * s
+
+
+#: (name, function, transform inside the jitted function, points, direction or None)
+INSIDE = {
+    "jvp": lambda f: lambda x, v: ad.jvp(f, (x,), (v,)),
+    "jvp-constant-tangent": lambda f: lambda x: ad.jvp(f, (x,), (np.ones(np.shape(x)),)),
+    "hvp": lambda f: lambda x, v: ad.hvp(_scalar(f), x, v),
+    "hessian": lambda f: ad.hessian(_scalar(f)),
+    "grad-of-jvp": lambda f: ad.grad(lambda x: np.sum(
+        ad.jvp(f, (x,), (np.linspace(-1.0, 1.0, np.size(x)).reshape(np.shape(x)),))[1] ** 2)),
+}
+
+
+def _inside_points(name):
+    """Points with zeros (exactly zero tangents meet infinite partials there), with NaN and
+    inf, a smooth one; (2, 3) arrays; 0-d for the number's function."""
+    if name == "number":
+        return [np.array(0.0), 0.0, -0.0, np.array(-1.5), 2.25]
+    return NAN_SAFE_POINTS + [NAN_SAFE_POINTS[0].reshape(2, 3),
+                              NAN_SAFE_POINTS[3].reshape(2, 3)]
+
+
+def _zero_d(tree):
+    """Numbers as 0-d arrays (tuples kept)."""
+    if isinstance(tree, tuple):
+        return tuple(_zero_d(t) for t in tree)
+    return np.asarray(tree) if isinstance(tree, np.float64) else tree
+
+
+def _direction(x):
     v = np.array([0.0, 1.0, 0.0, 2.0, 0.0, 1.0])
-    jvp = ad.jit(lambda x, v: ad.jvp(f, (x,), (v,)))
-    jvp(np.linspace(0.5, 1.5, 6), v)
+    return v.reshape(np.shape(x)) if np.size(x) == 6 else np.float64(1.0)
+
+
+@pytest.mark.parametrize("inside", list(INSIDE))
+@pytest.mark.parametrize("name", ["sqrt-of-square", "pow-at-zero", "where-nan-branch",
+                                  "keepdims", "number"])
+def test_forward_mode_inside_a_jitted_function_is_nan_safe(name, inside, engine):
+    """ad.jvp / ad.hvp / ad.hessian inside a recorded function: forward mode's tangent
+    products are recorded NaN-safe (an exactly zero tangent times an infinite partial is 0,
+    as eagerly; it was NaN in the replay and the compiled code), compiled or interpreted;
+    gradients through them (reverse over forward) as eager mode's; central differences
+    where the function is smooth."""
+    f = _number if name == "number" else NAN_SAFE[name]
+    transform = INSIDE[inside](f)
+    takes_v = inside in ("jvp", "hvp")
+    if inside == "grad-of-jvp" and name == "number":
+        pytest.skip("np.linspace of a number's size: covered by the arrays")
+    jitted = ad.jit(transform, fallback="error")
+    points = _inside_points(name)
+    for x in points:
+        args = (x, _direction(x)) if takes_v else (x,)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = transform(*args)
+            got = quiet(jitted, *args)
+        if name == "number":  # a computed number is np.float64 in a recording's results
+            got, want = _zero_d(got), _zero_d(want)  # (eager transforms: a 0-d array)
+        assert_same(got, want)
+    assert jitted.wait(timeout=600) and any(type(e).__name__ == "_Entry"
+                                            for e in jitted._entries.values())
+    # where eager forward mode's NaN-safety decides, the numbers are finite: not NaN
+    zero = points[1] if name != "number" else 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        assert_same(quiet(jvp, np.zeros(6), v), ad.jvp(f, (np.zeros(6),), (v,)))
+        got = quiet(jitted, *((zero, _direction(zero)) if takes_v else (zero,)))
+    if inside.startswith("jvp") and name in ("sqrt-of-square", "pow-at-zero", "number"):
+        assert np.isfinite(got[1]).all(), got
+    # a smooth point: central differences
+    x = NAN_SAFE_POINTS[3] if name != "number" else np.float64(0.7)
+    if name == "pow-at-zero":
+        x = np.abs(x) + 0.1
+    if inside == "jvp":
+        v = _direction(x)
+        fd = numerical_jacobian(f, (x,), 0).reshape(np.size(f(x)), -1) @ np.ravel(v)
+        np.testing.assert_allclose(np.ravel(quiet(jitted, x, v)[1]), fd, atol=1e-6)
+    if inside == "hessian":
+        fd = numerical_jacobian(ad.grad(_scalar(f)), (x,), 0).reshape(np.size(x), -1)
+        np.testing.assert_allclose(np.reshape(quiet(jitted, x), fd.shape), fd, atol=1e-5)
+    if inside == "grad-of-jvp":
+        inner = lambda x: np.sum(ad.jvp(f, (x,), (np.linspace(  # noqa: E731
+            -1.0, 1.0, np.size(x)).reshape(np.shape(x)),))[1] ** 2)
+        np.testing.assert_allclose(quiet(jitted, x), fd_gradient(inner, x), atol=1e-5)
+
+
+def test_tangent_product_rules():
+    """The recorded NaN-safe product: zero where the tangent is exactly zero (whatever the
+    derivative), the product elsewhere, with the product's gradient and tangent, in every
+    mode and against central differences."""
+    from dualad.derivatives.tangent_product import tangent_product
+
+    p = np.array([[0.0, 1.5], [-2.0, 0.0]])
+    d = np.array([[np.inf], [np.nan]])
+    np.testing.assert_array_equal(tangent_product(p, d),
+                                  [[0.0, np.inf], [np.nan, 0.0]])
+    assert tangent_product(0.0, np.inf) == 0.0 and type(tangent_product(2.0, 3.0)) is np.float64
+    rng = np.random.default_rng(5)
+    for ps, ds in [((3, 2), (3, 1)), ((), ()), ((4,), ()), ((2, 3), (2, 3))]:
+        a, b = rng.standard_normal(ps), rng.standard_normal(ds)
+        assert ad.gradcheck(lambda a, b: tangent_product(a, b), a, b)
+        for argnum, x in [(0, a), (1, b)]:
+            f = (lambda t, b=b: tangent_product(t, b)) if argnum == 0 else \
+                (lambda t, a=a: tangent_product(a, t))
+            fd = numerical_jacobian(f, (x,), 0)
+            for mode in ["forward", "reverse"]:
+                J = ad.jacobian(f, mode=mode)(x)
+                np.testing.assert_allclose(np.reshape(J, fd.shape), fd, atol=1e-7)
+            square = lambda t, f=f: np.sum(f(t) ** 2)  # noqa: E731
+            H = ad.hessian(square)(x)
+            fdh = numerical_jacobian(ad.grad(square), (x,), 0)
+            np.testing.assert_allclose(np.reshape(H, fdh.shape), fdh, atol=1e-5)
+    # a zero tangent of p adds nothing even where d is infinite (forward over forward)
+    _, t = ad.jvp(lambda p: tangent_product(p, np.array([np.inf, 2.0])),
+                  (np.array([1.0, 1.0]),), (np.array([0.0, 1.0]),))
+    np.testing.assert_array_equal(t, [0.0, 2.0])
 
 
 def test_sparse_ode_jacobian_compiles():
