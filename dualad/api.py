@@ -261,7 +261,11 @@ def hessian(f: Callable[..., Any], argnums: Argnums = 0, *,
             )
         return outer(*args, **kwargs)
 
-    return wrapped
+    # ad.jit compiles the whole (recorded forward over reverse) and hands the blocks back
+    # in the dtypes eager mode gives them (a float32 argument's rows: float32)
+    return mark_transform(wrapped, "hessian", f, argnums,
+                          lambda g, **o: hessian(g, argnums, **{"allocations": allocations,
+                                                                **o}))
 
 
 def hvp(f: Callable[..., Any], x: Any, v: Any) -> Any:

@@ -139,7 +139,13 @@ class Jitted:
                  background: bool = False, defer: bool | None = None) -> None:
         if fallback not in FALLBACKS:
             raise ValueError(f"jit: fallback={fallback!r}; use 'warn' or 'error'.")
-        mark = transform_mark(fn)
+        mark = self._mark = transform_mark(fn)
+        self._keywords: dict[tuple[str, ...], Jitted | None] = {}  # see _with_keywords
+        #: ``ad.hessian(f)``'s argnums: the transform is recorded and compiled as a whole (a
+        #: value), its blocks cast to the dtypes eager mode gives them
+        self._hessian = None
+        if mark is not None and mark.name == "hessian":
+            self._hessian, mark = mark.argnums, None
         self.fn = fn
         self.fallback = fallback
         self.background = bool(background)
@@ -216,10 +222,60 @@ class Jitted:
                       stacklevel=4)
 
     # calls -------------------------------------------------------------------------------
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            return self._with_keywords(args, kwargs)
         return self._call(args)
 
+    def _with_keywords(self, args: tuple, kwargs: dict) -> Any:
+        """A call with keyword arguments, as eager mode makes it (``f(*args, **kwargs)``,
+        the keywords not differentiated): the keyword values are one more argument of the
+        recording, a tuple in the order of their sorted names (one compiled function per
+        set of names). Like positional ones, float values (arrays, numbers) are inputs of
+        the compiled code and other values constants of the recording (a new value
+        records again), as with ``jax.jit`` without ``static_argnames``."""
+        names = tuple(sorted(kwargs))
+        mark = self._mark
+        if mark is not None and mark.argnums is not None:  # eager mode's refusals first
+            normalize_argnums(mark.argnums, len(args),
+                              f"{mark.name}({getattr(mark.f, '__name__', 'f')})")
+        try:
+            inner = self._keywords[names]
+        except KeyError:
+            inner = self._keywords[names] = self._keyword_jit(names)
+        values = tuple(kwargs[n] for n in names)
+        if inner is None:  # negative argnums: they would count the keywords' tuple
+            return self.fn(*args, **kwargs)
+        return inner(*args, values)
+
+    def _keyword_jit(self, names: tuple[str, ...]) -> Jitted | None:
+        """The compiled function taking the keyword values ``names`` as a last argument."""
+        mark = self._mark
+        f = mark.f if mark is not None else self.fn
+
+        def with_keywords(*args: Any) -> Any:
+            return f(*args[:-1], **dict(zip(names, args[-1])))
+
+        with_keywords.__name__ = self.__name__
+        if mark is None:
+            fn = with_keywords
+        else:
+            nums = mark.argnums
+            flat = [nums] if isinstance(nums, (int, np.integer)) else list(nums or ())
+            if any(int(a) < 0 for a in flat):
+                self._not_compiled(f"a call with keyword arguments ({', '.join(names)}) "
+                                   f"when argnums counts from the end", "eagerly")
+                return None
+            fn = mark.rebuild(with_keywords)
+        return Jitted(fn, self.fallback, coloring=self._coloring, background=self.background,
+                      defer=self._defer)
+
     def _call(self, args: tuple) -> Any:
+        if self._hessian is None:
+            return self._run(args)
+        return self._as_hessian_dtypes(self._run(args), args)
+
+    def _run(self, args: tuple) -> Any:
         if self._why_not is not None:
             if self._why_not != "":
                 why, self._why_not = self._why_not, ""
@@ -315,6 +371,20 @@ class Jitted:
             return cast(result[0]), result[1]
         return cast(result)
 
+    def _as_hessian_dtypes(self, result: Any, args: tuple) -> Any:
+        """An ``ad.hessian``'s blocks in eager mode's dtypes: block ``[i][j]`` in the dtype
+        of argument ``argnums[i]`` (a float32 argument's: float32; float64 otherwise)."""
+        argnums = self._hessian
+        try:
+            nums, single = normalize_argnums(argnums, len(args), f"hessian({self.__name__})")
+        except (TypeError, ValueError):  # refused eagerly, as the transform refuses it
+            return result
+        dtypes = [derivative_dtype(args[a]) for a in nums]
+        if single:
+            return as_dtype(_array(result), dtypes[0])
+        return tuple(tuple(as_dtype(_array(h), t) for h in row)
+                     for row, t in zip(result, dtypes))
+
     def _install_fast(self, entry: _Entry, args: tuple, inputs: list[int]) -> None:
         """A ``__call__`` for arguments like ``args``, which hands them to the compiled
         code as they are: the kernel compiles no other types (``disable_compile``) and
@@ -326,12 +396,13 @@ class Jitted:
             self._fast_entry = entry
             type(self).__call__ = entry.fast
             return
-        names = [f"a{i}" for i in range(len(args))]
+        names = [f"_jit_arg{i}" for i in range(len(args))]
         checks, passed = [], []
         for name, a in zip(names, args):
             if type(a) is float or type(a) is np.float64:
                 passed.append(name)
-                if self.kind in _CAST:  # the compiled code would take a float32 too
+                if self.kind in _CAST or self._hessian is not None:  # the compiled code
+                    # would take a float32 too
                     checks.append(f"type({name}) in FLOATS")
             elif type(a) is np.ndarray and a.dtype == _F8:
                 if a.ndim == 1 and a.size > 1:  # the compiled code refuses other dtypes
@@ -359,15 +430,17 @@ class Jitted:
         finish = {_same: call, _array: f"asarray({call})"}.get(entry.finish,
                                                              f"FINISH({call})")
         params = ", ".join(f"{n}=MISS" for n in names)
-        test = " and ".join(["not rest"] + checks)
-        source = (f"def __call__(self, {params}, *rest):\n"
+        test = " and ".join(["not rest", "not kw"] + checks)
+        given = f"tuple(a for a in ({', '.join(names)},) + rest if a is not MISS)"
+        source = (f"def __call__(self, {params}, *rest, **kw):\n"
                   f"    if {test}:\n"
                   f"        try:\n"
                   f"            return {finish}\n"
                   f"        except REFUSED:\n"
                   f"            pass\n"
-                  f"    return self._call(tuple(a for a in ({', '.join(names)},) + rest "
-                  f"if a is not MISS))\n")
+                  f"    if kw:\n"
+                  f"        return self._with_keywords({given}, kw)\n"
+                  f"    return self._call({given})\n")
         exec(compile(source, f"<ad.jit call of {self.__name__}>", "exec"), namespace)  # noqa: S102
         self._fast_entry = entry
         entry.fast = type(self).__call__ = namespace["__call__"]
@@ -485,6 +558,11 @@ class Jitted:
         result into the transform's."""
         kind = self.kind
         aux = bool(self.options.get("has_aux"))
+        if kind == "value" and self._hessian is not None:  # blocks: arrays, as eager
+            if len(program.outputs) == 1 and program.out_spec is None:
+                return code.value(), _array
+            whole = _outputs(program, np.asarray)
+            return code.values(), lambda r: _arrays_in(whole(r))
         if kind == "value":
             if len(program.outputs) == 1 and program.out_spec is None:
                 scalar = code.low.shapes[code.out] == ()
@@ -697,6 +775,13 @@ def _scalar(r: Any) -> Any:
 def _array(v: Any) -> Any:
     """A result as eager mode hands it back: a number as a 0-d array."""
     return v if type(v) is np.ndarray else np.asarray(v)
+
+
+def _arrays_in(tree: Any) -> Any:
+    """A Hessian's blocks (tuples of tuples of them) as arrays, as eager mode's."""
+    if type(tree) is tuple:
+        return tuple(_arrays_in(t) for t in tree)
+    return _array(tree)
 
 
 def _value_and_gradient(r: Any) -> Any:

@@ -140,14 +140,8 @@ def test_complex_input_is_not_cast_to_real():
     assert_same(*both(ad.grad(lambda x: np.sum(np.real(x * np.conj(x)))), z))
 
 
-HESSIAN_FLOAT32 = pytest.mark.xfail(
-    strict=True, reason="ad.jit(ad.hessian(f)) records ad.hessian as a plain function, on "
-    "float64 values (a tape's inputs), so a float32 argument's dtype never reaches it: the "
-    "Hessian comes back float64 (eager: float32), from the tape's replay as well")
-
-
 @pytest.mark.parametrize("transform", [
-    ad.grad, ad.value_and_grad, pytest.param(ad.hessian, marks=HESSIAN_FLOAT32),
+    ad.grad, ad.value_and_grad, ad.hessian,
     lambda f: ad.jacobian(f, mode="forward"), lambda f: ad.jacobian(f, mode="reverse")],
     ids=["grad", "value_and_grad", "hessian", "jacobian-forward", "jacobian-reverse"])
 def test_float32_derivatives_are_float32_as_eager(transform):
@@ -159,6 +153,32 @@ def test_float32_derivatives_are_float32_as_eager(transform):
     s = ad.jit(transform(lambda s: np.sin(s) * s))
     for arg in [0.5, np.float32(0.5), np.float64(0.25)]:
         assert_same(quiet(s, arg), transform(lambda s: np.sin(s) * s)(arg), rtol=1e-6)
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1), (1, 0)])
+def test_hessian_blocks_in_eager_dtypes(argnums, engine):
+    """ad.jit(ad.hessian(f)) hands the Hessian back in eager mode's dtypes (it was float64
+    for float32 arguments): block [i][j] in argument argnums[i]'s dtype; compiled and
+    interpreted, central differences agree."""
+    def f(a, b):
+        return np.sum(np.sin(a) * b ** 2) + np.sum(a) ** 2
+
+    eager = ad.hessian(f, argnums=argnums)
+    jitted = ad.jit(eager)
+    a64, b64 = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.25, -0.5])
+    for a, b in [(a64, b64), (a64.astype(np.float32), b64), (a64, b64.astype(np.float32)),
+                 (a64.astype(np.float32), b64.astype(np.float32)), (a64, b64)]:
+        assert_same(quiet(jitted, a, b), eager(a, b), rtol=1e-6)
+    assert jitted.wait(timeout=600)
+    H = quiet(jitted, a64, b64)
+    for i, n in enumerate([argnums] if isinstance(argnums, int) else argnums):
+        for j, m in enumerate([argnums] if isinstance(argnums, int) else argnums):
+            block = H if isinstance(argnums, int) else H[i][j]
+            fd = numerical_jacobian(ad.grad(f, argnums=n), (a64, b64), m)
+            np.testing.assert_allclose(np.reshape(block, fd.shape), fd, atol=1e-5)
+    s = ad.jit(ad.hessian(lambda s: np.sin(s) * s ** 3))
+    for x in [np.float32(0.5), np.float64(0.5), 0.5, np.float32(-1.5), np.array(0.5, np.float32)]:
+        assert_same(quiet(s, x), ad.hessian(lambda s: np.sin(s) * s ** 3)(x), rtol=1e-6)
 
 
 def test_empty_and_zero_d_inputs():
@@ -586,3 +606,63 @@ def test_ode_jacobian_of_other_state_shapes(shape):
     g = ad.jit(ad.ode_jacobian(lambda t, y: np.sum(y, axis=0) * t))
     assert_same(g(0.5, np.ones((2, 3))), ad.ode_jacobian(lambda t, y: np.sum(y, axis=0) * t)(
         0.5, np.ones((2, 3))))
+
+
+# -- keyword arguments, in-place writes into arguments, results that are not arrays ----------
+
+def _scaled(x, scale=1.0, power=2, offset=None):
+    out = np.sum(np.sin(x) * np.abs(x) ** power) * scale
+    return out if offset is None else out + np.sum(offset * x)
+
+
+@pytest.mark.parametrize("transform", [
+    lambda f: f, ad.grad, ad.value_and_grad, ad.hessian,
+    lambda f: ad.jacobian(f, mode="forward"), lambda f: ad.jacobian(f, mode="reverse"),
+    lambda f: ad.grad(f, argnums=-1)],
+    ids=["value", "grad", "value_and_grad", "hessian", "jacobian-forward",
+         "jacobian-reverse", "grad-argnums-negative"])
+def test_keyword_arguments_as_eager(transform, engine):
+    """ad.jit(f)(x, scale=2.0) and ad.jit(ad.grad(f))(x, scale=2.0) do what eager mode
+    does (it was Python's TypeError): keywords are passed to f, not differentiated; float
+    values are inputs of the compiled code (a new value does not record again), other
+    values constants of the recording (a new value records again), arrays among them
+    traced like positional ones; shapes from 0-d to 2-D."""
+    eager = transform(_scaled)
+    jitted = ad.jit(eager)
+    for x in [np.array([0.3, -1.2, 2.0]), np.linspace(0.5, 1.5, 6).reshape(2, 3),
+              np.float64(0.7), np.array(-0.4)]:
+        for kwargs in [{}, {"scale": 2.0}, {"scale": -0.5}, {"scale": 2.0, "power": 3},
+                       {"power": 3, "scale": np.float32(1.5)},
+                       {"offset": np.full(np.shape(x), 0.25)},
+                       {"offset": np.full(np.shape(x), -1.0), "scale": 0.5}, {}]:
+            got = quiet(lambda x=x, kw=kwargs: jitted(x, **kw))
+            assert_same(_zero_d(got), _zero_d(eager(x, **kwargs)))
+    assert jitted.wait(timeout=600)
+    # the derivative with the keywords given: central differences
+    if transform is ad.grad:
+        x = np.array([0.3, -1.2, 2.0])
+        kw = {"scale": 2.0, "offset": np.array([1.0, -2.0, 0.5])}
+        np.testing.assert_allclose(jitted(x, **kw), fd_gradient(
+            lambda v: _scaled(v, **kw), x), atol=1e-6)
+
+
+def test_keyword_floats_are_inputs_and_other_values_constants():
+    """A new float keyword value runs the same compiled code; a new int value records
+    again, as a positional one does; eager mode's refusal of argnums beyond the positional
+    arguments is kept."""
+    g = ad.jit(ad.grad(_scaled), fallback="error")
+    x = np.array([0.3, -1.2, 2.0])
+    g(x, scale=2.0)
+    recordings = g.tape.recordings + sum(j.tape.recordings for j in g._keywords.values())
+    for s in [3.0, -1.0, 0.5]:
+        assert_same(g(x, scale=s), ad.grad(_scaled)(x, scale=s))
+    assert g.tape.recordings + sum(j.tape.recordings for j in g._keywords.values()) \
+        == recordings
+    assert_same(g(x, scale=2.0, power=3), ad.grad(_scaled)(x, scale=2.0, power=3))
+    with pytest.warns(TapeRetraceWarning):
+        assert_same(g(x, power=4, scale=2.0), ad.grad(_scaled)(x, scale=2.0, power=4))
+    with pytest.raises(ValueError, match="argnums"):
+        ad.grad(_scaled)(x=x)
+    with pytest.raises(ValueError, match="argnums"):
+        g(x=x)
+    assert_same(quiet(lambda: ad.jit(_scaled)(x=x, scale=2.0)), _scaled(x=x, scale=2.0))
