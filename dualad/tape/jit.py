@@ -166,6 +166,9 @@ class Jitted:
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
         self.tape = tape if tape is not None else Tape(self.f)
+        if tape is None and self.kind == "value" and self._hessian is None:
+            # eager f writes into its array arguments, and may return a string
+            self.tape._values_of = f"ad.jit({self.__name__})"
         self._coloring = coloring
         self._rebuild = mark.rebuild if mark is not None else None
         self._python: Callable[..., Any] | None = None
@@ -520,6 +523,8 @@ class Jitted:
                why: list[str] | None = None) -> _Entry | None:
         """The compiled entry of ``program`` (None: it runs as the replay; _NOT_HERE). What
         cannot compile is reported now, or appended to ``why`` (a background build)."""
+        if not any(is_slot for is_slot, _ in program.outputs):  # nothing computed to
+            return None  # compile (a constant, a string): the replay returns it
         values = [np.asarray(leaves[i], dtype=np.float64) for i in inputs]
         low = None
         try:  # built where its guards hold (a pattern detected here is the recording's)

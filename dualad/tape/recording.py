@@ -32,8 +32,8 @@ from ..reverse_mode.elementwise import register_rule_gradient
 from ..reverse_mode.graph import AliasedNode, CachedNode, MutableNode, Variable
 from .program import Operation, Program
 
-__all__ = ["MAX_RECORDINGS", "TapeRetraceWarning", "ValueNode", "Recorder", "is_float_leaf",
-           "constant_key", "build_program"]
+__all__ = ["MAX_RECORDINGS", "TapeRetraceWarning", "ValueNode", "Recorder", "ArgumentVariable",
+           "is_float_leaf", "constant_key", "build_program"]
 
 _TABLE_MODULE = register_rule_gradient.__module__
 
@@ -189,6 +189,63 @@ class Recorder:
         node = ValueNode.recorded(op, args, kwargs, out, level)
         return tuple(ValueNode.recorded(_ITEM, (node, i), {}, o, level)
                      for i, o in enumerate(out))
+
+
+class ArgumentVariable(Variable):
+    """An array argument of a function recorded for its values (``ad.jit(f)``): an
+    in-place operator (``x += v``) or an item assignment (``x[i] = v``) would change the
+    caller's array in numpy, which the compiled code (computing on copies) would not, so
+    they are refused with what to write instead. Differentiating transforms (``ad.grad``,
+    ...) do not change the caller's array eagerly either: their arguments are plain
+    :class:`~dualad.reverse_mode.graph.Variable`s, and ``x += v`` rebinds ``x``.
+
+    Example:
+        >>> import numpy as np, dualad as ad
+        >>> def f(x):
+        ...     x += 1.0
+        ...     return x * x
+        >>> ad.jit(f)(np.ones(2))
+        Traceback (most recent call last):
+        ...
+        TypeError: ad.jit(f): the function writes into its argument (x += ...); numpy ...
+    """
+
+    __slots__ = ("owner",)
+
+    def _refuse(self, what: str) -> TypeError:
+        return TypeError(
+            f"{self.owner}: the function writes into its argument ({what}); numpy would "
+            f"change the caller's array, which compiled code does not (it computes on "
+            f"copies), so the results would differ from the next call on. Make a new array "
+            f"(x = x + ..., np.where(...)), or copy the argument first (x = np.copy(x)); "
+            f"call the function without ad.jit to change the caller's array.")
+
+    def __iadd__(self, other: Any) -> Any:
+        raise self._refuse("x += ...")
+
+    def __isub__(self, other: Any) -> Any:
+        raise self._refuse("x -= ...")
+
+    def __imul__(self, other: Any) -> Any:
+        raise self._refuse("x *= ...")
+
+    def __itruediv__(self, other: Any) -> Any:
+        raise self._refuse("x /= ...")
+
+    def __ifloordiv__(self, other: Any) -> Any:
+        raise self._refuse("x //= ...")
+
+    def __imod__(self, other: Any) -> Any:
+        raise self._refuse("x %= ...")
+
+    def __ipow__(self, other: Any) -> Any:
+        raise self._refuse("x **= ...")
+
+    def __imatmul__(self, other: Any) -> Any:
+        raise self._refuse("x @= ...")
+
+    def __setitem__(self, key: Any, item: Any) -> None:
+        raise self._refuse("x[...] = ...")
 
 
 def is_float_leaf(x: Any) -> bool:

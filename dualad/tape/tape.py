@@ -73,6 +73,7 @@ from .program import GuardFailed, Program, guard_holds
 from .python_backend import compiled_grad, compiled_value
 from .recording import (
     MAX_RECORDINGS,
+    ArgumentVariable,
     Recorder,
     TapeRetraceWarning,
     build_program,
@@ -116,6 +117,9 @@ class Tape:
         self._warned = False
         self._argnums: dict[Any, tuple[tuple[int, ...], bool]] = {}
         self.recordings = 0
+        #: set by ``ad.jit(f)`` (its name): in-place writes into array arguments are refused
+        #: (see ArgumentVariable); a function's non-array result (a string) is returned
+        self._values_of: str | None = None
 
     def __repr__(self) -> str:
         n = len(self._latest.ops) if self._latest is not None else 0
@@ -182,8 +186,13 @@ class Tape:
         leaves, spec = tree_flatten(args)
         variables = []
         for i in inputs:
-            v = Variable(as_differentiable(plain_value(leaves[i]), f"argument leaf {i} of "
-                                           f"record({self.__name__})"), level)
+            value = as_differentiable(plain_value(leaves[i]),
+                                      f"argument leaf {i} of record({self.__name__})")
+            if self._values_of is not None and type(leaves[i]) is np.ndarray:
+                v = ArgumentVariable(value, level)  # numpy would write into it in place
+                v.owner = self._values_of
+            else:
+                v = Variable(value, level)
             leaves[i] = v
             variables.append(v)
         for i, leaf in enumerate(leaves):
@@ -195,7 +204,7 @@ class Tape:
             out = self._run(*tree_unflatten(spec, leaves))
         finally:
             value_observer.reset(token)
-        if out is None or isinstance(out, (str, bytes)):
+        if self._values_of is None and (out is None or isinstance(out, (str, bytes))):
             raise TypeError(
                 f"record({self.__name__}): the function returned {type(out).__name__}; it "
                 f"must return a number or an array computed from its arguments."
