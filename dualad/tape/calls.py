@@ -1,7 +1,7 @@
 """Operations with no compiled form, run as themselves between compiled parts.
 
 A :class:`~dualad.tape.lowering.Call` (an FFT round trip, ``np.linalg.solve``,
-``np.sort``, a scipy function, ...) is a numpy call in the Python glue of a generated
+``np.prod``, a scipy function, ...) is a numpy call in the Python glue of a generated
 entry (:mod:`dualad.tape.glue`): :class:`GlueCall` takes the flat float64 values the
 compiled parts keep, gives the call its recorded arguments back (shapes, constants,
 keywords), and returns a flat float64 result. Its tangents come from eager forward mode
@@ -14,12 +14,12 @@ Example:
     >>> from dualad.tape import record
     >>> from dualad.tape.lowering import Call, lower
     >>> x = np.array([3.0, 1.0, 2.0])
-    >>> low = lower(record(lambda x: np.sort(x) * x, x).program, [x])
+    >>> low = lower(record(lambda x: np.prod(x) * x, x).program, [x])
     >>> call = next(GlueCall(i, low.shapes) for i in low.instructions if isinstance(i, Call))
     >>> call(x)
-    array([1., 2., 3.])
-    >>> call.tangents(1, (x,), (np.ones((3, 1)),)).ravel()
-    array([1., 1., 1.])
+    6.0
+    >>> call.tangents(1, (x,), (np.ones((3, 1)),)).ravel()  # 1*2 + 3*2 + 3*1
+    array([11.])
 """
 
 from __future__ import annotations
