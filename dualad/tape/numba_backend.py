@@ -49,7 +49,7 @@ import numpy as np
 from ..derivatives.codegen import import_kernel_module
 from ..derivatives.language import numba_scalar_call
 from .calls import GlueCall
-from .cost_bound import CostBound
+from .cost_bound import CostBound, line_cost
 from .glue import assemble
 from .lowering import (
     Call,
@@ -65,6 +65,7 @@ from .lowering import (
 from .program import NanTangents
 from .pruning import prune
 from .regions import NUMPY_FASTER, Node, Read, Region, Step, index_source, partition
+from .scalar_fold import fold
 from .stencils import Stencil, stencil, transposed
 
 __all__ = ["BatchLoop", "NumbaProgram", "batch_kernel"]
@@ -74,10 +75,12 @@ MAX_INSTRUCTIONS = 4000
 #: An entry whose Numba source costs more than this is not compiled (the compiled
 #: interpreter runs its program); the writer stops as soon as a lower bound of the cost
 #: passes it (:mod:`~dualad.tape.cost_bound`), so a large program's source is not written
-#: in full for nothing. The cost counts a line inside a loop as 2.5 and a straight-line one as 1.5: measured on
-#: a loaded 2-core AMD EPYC, compiling takes about 1.25 ms of CPU per unit (a 300-op
-#: gradient of vectors: 1238 lines, 3.7 s; 1000 scalar ops: 2399 lines, 4.5 s), so no
-#: entry takes more than about 4 s to compile.
+#: in full for nothing. The cost weighs each line by what Numba spends on it
+#: (:func:`~dualad.tape.cost_bound.line_cost`: loops, array subscripts, selects and
+#: branches of straight-line code): measured on a loaded 2-core AMD EPYC, compiling takes
+#: about 1.25 ms of CPU per unit (1000 scalar ops: 3003, 3.5 s; the loop-written
+#: Rosenbrock gradient at n = 100: 1.7 ms per unit before its subscripts were counted),
+#: so no entry takes more than about 4 s of CPU to compile.
 MAX_COMPILE_COST = 3200
 #: Numba functions are cut (between statements) to at most this many source lines, and
 #: chained (Numba's compile time grows faster than linearly with a function's size).
@@ -106,6 +109,9 @@ class _Writer:
         self.globals = globals_
         self.arrays: dict[str, Any] = {}  # constant arrays and glue calls, bound first
         self._named: dict[tuple[str, bytes], str] = {}
+        #: entries of the inputs read in straight-line code, by source, and the local
+        #: holding each (read once: each constant-index read costs Numba milliseconds)
+        self.input_reads: dict[str, str] = {}
 
     def const_array(self, a: np.ndarray) -> str:
         """A name for the constant array ``a``: a module global when small, else a
@@ -408,17 +414,25 @@ class NumbaProgram:
             tag = f"{rid}_{j}"
             local = self._name(n, tag)
             names = {"y": local}  # every name assigned once (Numba compiles that faster)
+            numbers = tuple((name, op) for name, op in zip(n.arg_names, n.operands)
+                            if isinstance(op, float))  # written into the rule (scalar_fold)
             for k, (name, op) in enumerate(zip(n.arg_names, n.operands)):
                 value = self._read(w, op)
                 if isinstance(op, float) or isinstance(op, Read) and op.local:
                     names[name] = value
+                elif depth == 1 and isinstance(op, Read) and \
+                        op.slot < self.low.program.n_inputs:  # inputs are never written
+                    if value not in w.input_reads:
+                        w.input_reads[value] = f"_p{tag}_{k}"
+                        w.emit(depth, f"_p{tag}_{k} = {value}")
+                    names[name] = w.input_reads[value]
                 else:
                     names[name] = f"_p{tag}_{k}"
                     w.emit(depth, f"_p{tag}_{k} = {value}")
             if load and n.kind == "map" and n.stored:
                 w.emit(depth, f"{local} = {self._target(w, n, '_v')}")
             else:
-                w.emit(depth, f"{local} = {_substituted(n.call, names, tag)}")
+                w.emit(depth, f"{local} = {_substituted(fold(n.call, numbers), names, tag)}")
             if n.stored and not load and n.out not in w.unneeded:
                 w.emit(depth, f"{self._target(w, n, '_v')} "
                               f"{'+=' if n.accumulate else '='} {local}")
@@ -427,10 +441,11 @@ class NumbaProgram:
             wanted = self._active_partials(n, act)
             if wanted and any(_constant_partial(n.partials[a]) is None for a in wanted):
                 for t in n.temps:
-                    w.emit(depth, _substituted(t, names, tag))
+                    w.emit(depth, _substituted(fold(t, numbers), names, tag))
             for a in wanted:
                 if _constant_partial(n.partials[a]) is None:
-                    w.emit(depth, f"_d{tag}_{a} = {_substituted(n.partials[a], names, tag)}")
+                    partial = fold(n.partials[a], numbers)
+                    w.emit(depth, f"_d{tag}_{a} = {_substituted(partial, names, tag)}")
 
     @staticmethod
     def _active_partials(n: Node, act: list[bool]) -> list[int]:
@@ -443,7 +458,7 @@ class NumbaProgram:
         if c is None and n.kind == "map" and not n.name and _SELECTS.fullmatch(n.partials[a]):
             # a declared form's partial that picks (np.where's): eager mode selects the
             # adjoint (an infinite one gives 0 where not picked, not NaN)
-            return f"({adjoint} if _d{tag}_{a} != 0.0 else 0.0)"
+            return f"_where(_d{tag}_{a} != 0.0, {adjoint}, 0.0)"
         if c is None:
             return f"_d{tag}_{a}" if adjoint == "1.0" else f"{adjoint} * _d{tag}_{a}"
         if adjoint == "1.0":
@@ -544,7 +559,8 @@ class NumbaProgram:
         every node's scalar tangent (its size grows with the body, not body x outputs)."""
         # a seeded input's tangent in direction _k is 1.0 or 0.0: one local per seed
         # column, set at the top of the loop (a branch per use measured POLLU's compile
-        # 1.0 s instead of 0.55 s: Numba's passes grow with the basic blocks)
+        # 1.0 s instead of 0.55 s: Numba's passes grow with the basic blocks), by a call
+        # to _where rather than a branch (scalar_fold)
         seeds: dict[str, str] = {}
         body: list[str] = []
         for j, n in enumerate(r.nodes):
@@ -575,7 +591,7 @@ class NumbaProgram:
                 body.append(f"_T{n.out}[{row}, _k] {'+=' if n.accumulate else '='} {expr}")
         w.emit(d, f"for _k in range({K}):")
         for col, name in seeds.items():
-            w.emit(d + 1, f"{name} = 1.0 if _k == {col} else 0.0")
+            w.emit(d + 1, f"{name} = _where(_k == {col}, 1.0, 0.0)")  # no branch
         for line in body:
             w.emit(d + 1, line)
 
@@ -1151,7 +1167,7 @@ class NumbaProgram:
         for module, call in (("blas", "gemm"), ("blas", "dot"), ("order_kernels", "order_sort"),
                              ("order_kernels", "order_values"),
                              ("order_kernels", "order_tangents"),
-                             ("order_kernels", "order_adjoints")):
+                             ("order_kernels", "order_adjoints"), ("scalar_fold", "where")):
             if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
                 lines.insert(-1, f"from dualad.tape.{module} import {call} as _{call}")
         for gname, arr in w.globals.items():
@@ -1500,13 +1516,10 @@ def _scatter_directly(w: _Writer, o: int, colors: str, m: int, K: int) -> bool:
 
 
 def compile_cost(segments: list[tuple[str, list[str]]]) -> float:
-    """Numba lines of ``segments``, 2.5 inside loops, else 1.5 (see MAX_COMPILE_COST)."""
-    cost = 0.0
-    for kind, lines in segments:
-        if kind == "numba":
-            for line in lines:
-                cost += 2.5 if line.startswith("        ") else 1.5
-    return cost
+    """The cost of the Numba lines of ``segments`` (:func:`~dualad.tape.cost_bound.line_cost`;
+    see MAX_COMPILE_COST)."""
+    return sum(line_cost(line) for kind, lines in segments if kind == "numba"
+               for line in lines)
 
 
 class BatchLoop:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 import dualad.tape.numba_backend as backend
 from dualad.tape import record
-from dualad.tape.cost_bound import CostBound
+from dualad.tape.cost_bound import CostBound, line_cost
 from dualad.tape.lowering import LoweringError, lower
 from dualad.tape.numba_backend import NumbaProgram, compile_cost
 from dualad.tape.pruning import prune
@@ -199,6 +199,7 @@ def test_bound_counts_what_pruning_keeps():
             bound.add(line, kind == "numba")
     kept = compile_cost(prune(lines))
     # kept: _a1 = ..., _l2, _l3, _a1[_i] += ..., _h, return (the loop header is not counted)
-    assert bound.cost == 1.5 + 2.5 + 2.5 + 2.5 + 1.5 + 1.5
-    assert kept == bound.cost + 1.5  # and the loop header
+    straight, loop = line_cost("    _h = _g * 3.0"), line_cost("        _l3 = _l2 * 2.0")
+    assert bound.cost == straight + 3 * loop + 2 * straight
+    assert kept == bound.cost + straight  # and the loop header
     assert "_k" not in "".join(line for _, part in prune(lines) for line in part)
