@@ -7,12 +7,13 @@ positional argument; a mapped argument may be a tree (every leaf mapped along th
 axis). ``out_axes`` is an int or a tree matching the result (``None``: not stacked, the
 first call's value).
 
-When ``fn`` has a ``batch`` method (the compiled functions of ``ad.jit``: one compiled
-loop over the rows of the first argument), ``vmap`` calls it for ``in_axes`` of the form
-``(0, None, ...)``. Otherwise it loops, which is correct for any function: a batched
-pass of plain numpy code with the batch as an extra axis is only right when every
-operation treats that axis as a batch (``np.roll(y, 1)`` without ``axis=`` does not, nor
-does ``np.max(y)``), which dualad cannot tell from the outside.
+For the compiled functions of ``ad.jit``, ``in_axes`` that map one array argument over
+its leading axis (``0``, ``(0, None)``, ``(None, 0)``: a solver's ``jac(t, y)`` over
+states) run one compiled loop over its rows (``.batch``). Otherwise it loops, which is
+correct for any function: a batched pass of plain numpy code with the batch as an extra
+axis is only right when every operation treats that axis as a batch (``np.roll(y, 1)``
+without ``axis=`` does not, nor does ``np.max(y)``), which dualad cannot tell from the
+outside.
 
 Example:
     >>> import numpy as np, dualad as ad
@@ -151,10 +152,15 @@ def vmap(fn: Callable[..., Any], in_axes: Axes = 0, out_axes: Any = 0) -> Callab
     @functools.wraps(fn)
     def mapped(*args: Any) -> Any:
         axes = _axes_per_argument(in_axes, len(args), fname)
-        batch = getattr(fn, "batch", None)
-        if callable(batch) and args and axes[0] == 0 and all(a is None for a in axes[1:]) \
-                and isinstance(args[0], np.ndarray):
-            return _moveaxis(batch(*args), out_axes)
+        mapped = [i for i, a in enumerate(axes) if a is not None]
+        if len(mapped) == 1 and isinstance(args[mapped[0]], np.ndarray) and \
+                (axes[mapped[0]] == 0 or axes[mapped[0]] == -1 and args[mapped[0]].ndim == 1):
+            batch_at = getattr(fn, "_batch_at", None)  # ad.jit's: any argument's rows
+            if callable(batch_at):
+                return _moveaxis(batch_at(mapped[0], args), out_axes)
+            batch = getattr(fn, "batch", None)  # the first argument's rows
+            if callable(batch) and mapped[0] == 0:
+                return _moveaxis(batch(*args), out_axes)
         leaves_of, axes_of, size = _mapped_leaves(args, axes, fname)
         if size == 0:
             raise ValueError(f"{fname}: the mapped axis has length 0; there is no call to "

@@ -698,58 +698,67 @@ class Jitted:
         """The function applied to each row of ``xs`` (its leading axis) with the same
         ``args``; results stacked (tuples of results: a tuple of stacks). Compiled entries
         that return one array loop inside Numba (over threads when Numba has several)."""
-        xs = np.asarray(xs)
+        return self._batch_at(0, (xs,) + args)
+
+    def _batch_at(self, position: int, args: tuple) -> Any:
+        """:meth:`batch` over the rows of ``args[position]``, the other arguments the
+        same for every row (what ``ad.vmap`` calls for ``in_axes`` with one 0 and Nones)."""
+        xs = np.asarray(args[position])
         if xs.ndim < 1:
             raise ValueError(f"ad.jit({self.__name__}).batch: xs must have a leading batch "
                              f"axis, got shape {xs.shape}.")
         if len(xs) == 0:
             return np.empty((0,))
-        first = self._call((xs[0],) + args)
+
+        def at(row: Any) -> tuple:
+            return args[:position] + (row,) + args[position + 1:]
+
+        others = args[:position] + args[position + 1:]
+        first = self._call(at(xs[0]))
         entry = self._fast_entry
         if (entry is not None and (entry.finish in (_same, _scalar) or
                                       type(entry.finish) is _Square) and xs.dtype == _F8
                 and all(type(a) in (float, np.float64) or (type(a) is np.ndarray and
-                        a.dtype == _F8) for a in args)
-                and len(entry.program.input_leaves) == 1 + len(args)
+                        a.dtype == _F8) for a in others)
+                and len(entry.program.input_leaves) == len(args)
                 and isinstance(first, (np.ndarray, np.float64))):
-            loop = self._batch_loop(entry)
+            loop = self._batch_loop(entry, position)
             rows = np.ascontiguousarray(xs.reshape(len(xs), -1))
             if not rows.flags.writeable:  # the compiled code's one array type
                 rows = rows.copy()
             if rows.shape[1] == 1:
                 rows = rows.reshape(-1)
-            others = [_kernel_input(a) for a in args]
-            try:
-                raw = np.shape(entry.kernel(rows[0], *others))  # the kernel's own shape
+            inputs = [_kernel_input(a) for a in others]
+            try:  # the kernel's own shape
+                raw = np.shape(entry.kernel(*inputs[:position], rows[0], *inputs[position:]))
                 out = (np.zeros if loop.zeroed else np.empty)((len(xs),) + raw)
                 try:
-                    loop(out, rows, *others)
+                    loop(out, rows, *inputs)
                 except NanTangents as exc:  # rows with a NaN: as eager mode has them
                     if not exc.args:
                         raise
                     result = out.reshape((len(xs),) + first.shape)
                     for b in exc.args[0]:
-                        result[b] = self.forward_python()(xs[b], *args)
+                        result[b] = self.forward_python()(*at(xs[b]))
                     return result
             except (GuardFailed, NanTangents):  # rows that other recordings cover, or
                 # whose NaN eager forward mode may not have: one call each
-                return np.stack([first] + [self._call((x,) + args) for x in xs[1:]])
+                return np.stack([first] + [self._call(at(x)) for x in xs[1:]])
             return out.reshape((len(xs),) + first.shape)
-        results = [first] + [self._call((x,) + args) for x in xs[1:]]
+        results = [first] + [self._call(at(x)) for x in xs[1:]]
         if isinstance(first, tuple):
             return tuple(np.stack(parts) for parts in zip(*results))
         return np.stack(results)
 
-    def _batch_loop(self, entry: _Entry) -> BatchLoop:
+    def _batch_loop(self, entry: _Entry, position: int = 0) -> BatchLoop:
         loops = self.__dict__.setdefault("_batch_loops", {})
-        found = loops.get(id(entry))
+        found = loops.get((id(entry), position))
         if found is None:
             import numba
 
             parallel = numba.config.NUMBA_NUM_THREADS > 1 and numba.get_num_threads() > 1
-            found = loops[id(entry)] = batch_kernel(entry.kernel,
-                                                    len(entry.program.input_leaves),
-                                                    parallel)
+            found = loops[(id(entry), position)] = batch_kernel(
+                entry.kernel, len(entry.program.input_leaves), parallel, position)
         return found
 
 

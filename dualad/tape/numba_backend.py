@@ -1549,11 +1549,12 @@ class BatchLoop:
         return result
 
 
-def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False
-                 ) -> BatchLoop:
+def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = False,
+                 position: int = 0) -> BatchLoop:
     """The :class:`BatchLoop` of ``kernel`` (an entry made above, whose result is an
-    array or a float, its first input the batched one); ``parallel`` spreads the rows
-    over Numba's threads (``prange`` over one chunk of rows per thread).
+    array or a float, its input ``position`` the batched one, the loop's other inputs
+    in order after ``xs``); ``parallel`` spreads the rows over Numba's threads
+    (``prange`` over one chunk of rows per thread).
 
     The kernel's body is written into the loop (:func:`_fused_batch_source`), its
     buffers allocated once per chunk instead of once per row; a kernel whose source does
@@ -1567,7 +1568,7 @@ def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = Fal
 
         def loop(out: np.ndarray, xs: np.ndarray, *others: Any) -> np.ndarray:
             for b in range(xs.shape[0]):
-                out[b] = entry(xs[b], *others)
+                out[b] = entry(*others[:position], xs[b], *others[position:])
             return out
 
         return BatchLoop(loop, False, False)
@@ -1575,13 +1576,14 @@ def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = Fal
     fused = None
     try:
         fused = _fused_batch_source(Path(module.__file__).read_text(), py_func.__name__,
-                                    parallel)
+                                    parallel, position)
     except (OSError, UnicodeDecodeError, TypeError):
         pass
-    if fused is None:
+    if fused is None:  # serial: the kernel raises (its size check, guards), which a
+        parallel = False  # prange loop does not hand back
         arrays = [f"_A{i}" for i in range(len(bound))]
-        others = [f"_x{i}" for i in range(1, n_inputs)]
-        call = ", ".join(arrays + ["_xs[_b]"] + others)
+        others = [f"_x{i}" for i in range(n_inputs) if i != position]
+        call = ", ".join(arrays + others[:position] + ["_xs[_b]"] + others[position:])
         loop = "numba.prange" if parallel else "range"
         source = "\n".join([
             '"""A batch loop over a compiled dualad tape (generated)."""', "import numba",
@@ -1603,16 +1605,17 @@ def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = Fal
 
 _EMPTY = re.compile(r"^    (\w+) = np\.empty\((\d+|\(\d+, \d+\))\)$")
 _FIXED = re.compile(r"^    (\w+) = np\.zeros\((\(\d+, \d+\))\)  # written at fixed entries$")
-_SIZE_CHECK = re.compile(r"^    if _x0\.shape\[0\] != (\d+):$")
+_SIZE_CHECK = re.compile(r"^    if (_x\d+)\.shape\[0\] != (\d+):$")
 _GLOBAL = re.compile(r"^(_G\d+) = np\.array\(")
 
 
-def _fused_batch_source(source: str, name: str, parallel: bool
+def _fused_batch_source(source: str, name: str, parallel: bool, position: int = 0
                         ) -> tuple[str, list[str], bool, bool, bool] | None:
     """``(module source, constant arrays passed as arguments, out zeroed?, parallel, rows
     with a NaN marked?)`` of
-    a batch loop around the body of the kernel ``name`` in ``source``: the first input
-    ``_x0`` is row ``_b`` of ``_xs``, the returned value is written into ``_out[_b]``, and
+    a batch loop around the body of the kernel ``name`` in ``source``: the input
+    ``position`` (``_x0``: the first) is row ``_b`` of ``_xs``, the other inputs follow
+    ``_out, _xs`` in order, the returned value is written into ``_out[_b]``, and
     the function-level ``np.empty`` buffers are allocated once per chunk of rows (every
     correct body writes such a buffer before reading it, so a row may start from the last
     row's contents). A dense result scattered at fixed entries is scattered into
@@ -1626,16 +1629,18 @@ def _fused_batch_source(source: str, name: str, parallel: bool
     at = found[0]
     params = lines[at][len(f"def {name}("):].rstrip("):").split(", ")
     body = lines[at + 1:]
-    if "_x0" not in params or not body or not body[-1].startswith("    return ") or \
+    batched = f"_x{position}"
+    if batched not in params or not body or not body[-1].startswith("    return ") or \
             any("return" in line for line in body[:-1]) or \
             any(line and not line.startswith("    ") for line in body):
         return None
     result = body[-1][len("    return "):]
     body = body[:-1]
     checks: list[str] = []
-    if len(body) >= 2 and _SIZE_CHECK.match(body[0]):  # once, on the rows' width
-        checks = [f"    if _xs.shape[1] != {_SIZE_CHECK.match(body[0]).group(1)}:",  # type: ignore[union-attr]
-                  "        raise GuardFailed()"]
+    while len(body) >= 2 and _SIZE_CHECK.match(body[0]):  # once, on the rows' width
+        name_, size = _SIZE_CHECK.match(body[0]).groups()  # type: ignore[union-attr]
+        checks += [f"    if _xs.shape[1] != {size}:" if name_ == batched else body[0],
+                   body[1]]
         body = body[2:]
     hoisted, kept, zeroed = [], [], False
     for line in body:
@@ -1654,13 +1659,13 @@ def _fused_batch_source(source: str, name: str, parallel: bool
     parallel = parallel and not any("raise" in line for line in kept)
     constants = [m.group(1) for m in map(_GLOBAL.match, lines[:at]) if m] if parallel else []
     head = lines[:at - 1]
-    new_params = constants + ["_out" if p == "_x0" else p for p in params]
-    new_params.insert(new_params.index("_out") + 1, "_xs")
+    new_params = constants + [p for p in params if p.startswith("_A")] + \
+        ["_out", "_xs"] + [p for p in params if not p.startswith("_A") and p != batched]
     if nan_rows:
         new_params.insert(new_params.index("_xs") + 1, "_nan_rows")
     if parallel:  # numba.get_num_threads() inside would keep the code from the disk cache
         new_params.insert(new_params.index("_out"), "_threads")
-    inner = ["    _x0 = _xs[_b]"] + kept + ([f"    _out[_b] = {result}"] if result else [])
+    inner = [f"    {batched} = _xs[_b]"] + kept + ([f"    _out[_b] = {result}"] if result else [])
     if parallel:
         loop = ["    _n = _xs.shape[0]",
                 "    _chunks = max(1, min(_n, _threads))",
