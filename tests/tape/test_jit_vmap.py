@@ -65,3 +65,28 @@ def test_batch_at_a_position_with_a_guard():
     got = ad.vmap(jac, in_axes=(None, 0))(0.5, ys)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(ad.vmap(jac, in_axes=(None, 0))(0.5, ys[::-1]), want[::-1])
+
+
+def test_large_dense_jacobian_zeroed_by_the_caller(monkeypatch):
+    """A dense Jacobian from compressed seeds of at least MIN_CALLER_ZEROS bytes takes
+    its zeroed buffer from numpy (made small here to run the path on small problems)."""
+    import sys
+    from pathlib import Path
+
+    import dualad.tape.numba_backend as backend
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.brusselator2d import make_rhs
+
+    monkeypatch.setattr(backend, "MIN_CALLER_ZEROS", 0)
+    f = make_rhs(4)
+    y = np.random.default_rng(5).random(32)
+    jac = ad.jit(ad.jacobian(f), fallback="error")
+    got = jac(y)
+    assert jac._fast_entry.kernel.__name__ == "zeroed_first"
+    np.testing.assert_allclose(got, ad.jacobian(f)(y), rtol=1e-13, atol=1e-12)
+    np.testing.assert_allclose(jac(y + 0.5), ad.jacobian(f)(y + 0.5), rtol=1e-13, atol=1e-12)
+    assert got is not jac(y)  # a new array each call
+    np.testing.assert_allclose(jac.batch(np.stack([y, y + 0.5])),
+                               np.stack([got, ad.jacobian(f)(y + 0.5)]), rtol=1e-13,
+                               atol=1e-12)
