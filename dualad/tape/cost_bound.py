@@ -35,8 +35,9 @@ __all__ = ["CostBound", "line_cost"]
 
 #: The weights of :func:`line_cost`, in units of about 1.25 ms of CPU (fitted on loop-written
 #: programs, the Rosenbrock function, a 1-D Brusselator, Lorenz-96 and scalar chains, on a
-#: 2-core AMD EPYC): a line of straight-line code, a line inside a loop, and what a
-#: straight-line line adds per array subscript, per call of ``_where`` and per branch
+#: 2-core AMD EPYC): a line of straight-line code, a line inside a loop, what a
+#: straight-line line adds per array subscript, and what any line adds per call of
+#: ``_where`` and per branch
 #: (Numba types and lowers each constant-index access on its own, and its SSA pass grows
 #: with the basic blocks times the locals).
 STRAIGHT, LOOP, SUBSCRIPT, SELECT, BRANCH = 1.5, 4.5, 4.0, 3.0, 10.0
@@ -50,10 +51,11 @@ def line_cost(line: str) -> float:
         >>> line_cost("    _l3 = _x0[4] * _x0[5]"), line_cost("        _v3[_i] = _l2")
         (9.5, 4.5)
     """
+    calls = SELECT * line.count("_where(") + \
+        BRANCH * (line.count(" if ") + line.count(" and ") + line.count(" or "))
     if line.startswith("        "):
-        return LOOP
-    return (STRAIGHT + SUBSCRIPT * line.count("[") + SELECT * line.count("_where(") +
-            BRANCH * (line.count(" if ") + line.count(" and ") + line.count(" or ")))
+        return LOOP + calls
+    return STRAIGHT + SUBSCRIPT * line.count("[") + calls
 
 
 class CostBound:
