@@ -1557,8 +1557,11 @@ _PART = re.compile(r"^def _part\d+\((.*)\):$|^    return \((.*,)\)$", re.MULTILI
 def _interface(source: str) -> int:
     """How many locals the parts of ``source`` (:func:`~dualad.tape.glue.assemble`'s)
     take as parameters and return as tuples (none for a single function)."""
-    return sum(len([n for n in (m.group(1) or m.group(2)).split(",") if n.strip()])
-               for m in _PART.finditer(source))
+    if "\ndef _part" not in source:
+        return 0
+    found = (m.group(1) if m.group(1) is not None else m.group(2)
+             for m in _PART.finditer(source))
+    return sum(len([n for n in names.split(",") if n.strip()]) for names in found)
 
 
 def compile_cost(segments: list[tuple[str, list[str]]]) -> float:
