@@ -44,6 +44,9 @@ def no_compile(monkeypatch):
 
     monkeypatch.setattr(backend, "compile_cost", cost)
     monkeypatch.setattr(backend, "import_kernel_module", written)
+    # what the parts of a cut program hand each other is counted once they are assembled,
+    # on top of the lines' cost (the bound stays below it): left out of the sides checked
+    monkeypatch.setattr(backend, "INTERFACE", 0.0)
     return costs
 
 
