@@ -1170,7 +1170,7 @@ class NumbaProgram:
         for module, call in (("blas", "gemm"), ("blas", "dot"), ("order_kernels", "order_sort"),
                              ("order_kernels", "order_values"),
                              ("order_kernels", "order_tangents"),
-                             ("order_kernels", "order_adjoints"), ("scalar_fold", "where")):
+                             ("order_kernels", "order_adjoints"), ("scalar_select", "where")):
             if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
                 lines.insert(-1, f"from dualad.tape.{module} import {call} as _{call}")
         for gname, arr in w.globals.items():

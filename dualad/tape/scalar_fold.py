@@ -6,7 +6,7 @@ A rule's scalar expressions are written once per rule for any operands
 often calls it with a number (``x ** 2``): :func:`fold` writes that number in and folds
 what it decides (the condition, ``p - 1.0``, a power of 2 or 1), so the partial reads
 ``2.0 * x``. What stays conditional is written without branches: ``a if c else b`` as
-``_where(c, a, b)`` (:func:`where`, one compiled function) and ``c and d`` of
+``_where(c, a, b)`` (:func:`dualad.tape.scalar_select.where`, one compiled function) and ``c and d`` of
 comparisons as ``c & d``. Numba's compile time grows with the number of basic blocks
 times the number of locals (its SSA pass), so a long straight-line body with a branch per
 line compiled 8x slower per line than one with a call there (measured: 600 lines, 40 ms
@@ -29,20 +29,12 @@ import functools
 import math
 import operator
 
-import numba
-
-__all__ = ["fold", "where"]
+__all__ = ["fold"]
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
-
-
-@numba.njit(cache=True, error_model="numpy")
-def where(c, a, b):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """``a if c else b`` as one call (no branch in the caller's body)."""
-    return a if c else b
 
 
 def _number(node: ast.AST) -> float | None:

@@ -12,7 +12,8 @@ import pytest
 import dualad as ad
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape.cost_bound import line_cost
-from dualad.tape.scalar_fold import fold, where
+from dualad.tape.scalar_fold import fold
+from dualad.tape.scalar_select import where
 
 
 def test_power_of_a_number_folds():
