@@ -138,8 +138,10 @@ class _Branches:
     own tree over the helpers."""
 
     def __init__(self, name: str, params: str, status: bool,
-                 each: tuple[list[str], list[str]] = ([], [])) -> None:
+                 each: tuple[list[str], list[str]] = ([], []),
+                 only: frozenset[int] | None = None) -> None:
         self.name, self.params, self.status = name, params, status
+        self.only = only  # the opcodes written (None: every one)
         self.bodies: dict[int, list[str]] = {}
         self.per_entry: set[int] = set()  # bodies that are one loop over the entries
         self.before, self.after = each  # per entry, around those bodies
@@ -147,7 +149,7 @@ class _Branches:
     def add(self, op: int, lines: list[str], whole: bool = False) -> None:
         """``lines`` run opcode ``op``; unless ``whole``, a body that is one loop over the
         entries runs inside the helper's loop (with the pass's lines per entry)."""
-        if not lines:
+        if not lines or (self.only is not None and op not in self.only):
             return
         if not whole and lines[0] == "for _i in range(_n):" and all(
                 line.startswith("    ") for line in lines[1:]):
@@ -461,20 +463,33 @@ def _predicate_body(op: int, name: str, nin: int, forward: _Branches) -> None:
                      "        return 1"])
 
 
-def interpreter_source() -> tuple[str, dict[Any, int]]:
+#: The entries' first lines: ``V`` with the inputs and the constants in place. Loops, not
+#: slice assignments: Numba compiles a slice assignment's shape-mismatch message with its
+#: string formatting, about 1.5 s once per process (measured, Numba 0.68).
+_PROLOGUE = ["    V = np.empty(C[1])",
+             "    for _i in range(C[3]):",
+             "        V[C[2] + _i] = F[C[5] + _i]",
+             "    for _i in range(C[4]):",
+             "        V[_i] = xin[_i]"]
+
+
+def interpreter_source(only: frozenset[int] | None = None) -> tuple[str, dict[Any, int]]:
     """``(module source, {opcode key: opcode})``: the module defines ``forward(V, C, F,
     order)`` (values; returns 1 where a guard fails, else 0), ``backward(V, A, C, F,
     order, flags)`` and ``tangents(V, T, C, F, order, flags, K)``, and the entries
     ``value``, ``gradient`` and ``jacobian`` (see :mod:`dualad.tape.interpreter`).
     ``order`` lists the instructions a pass runs; ``flags[pc]`` has bit ``2 << k`` set
-    where operand ``k`` of instruction ``pc`` carries a derivative."""
+    where operand ``k`` of instruction ``pc`` carries a derivative. With ``only``, the
+    passes run those opcodes alone (every opcode keeps its number; the others are not
+    written, and Numba compiles a pass in time growing with the opcodes written)."""
     ops: dict[Any, int] = {}
     for name in STRUCTURAL:
         ops[name] = len(ops)
     fields = "_op, _n, _o, _a, _sa, _b, _sb, _p, _q, _m, _z, _sz"
-    forward = _Branches("forward", "V, C, F, " + fields, True)
-    backward = _Branches("backward", "V, A, C, F, _f, " + fields, False)
-    tangent = _Branches("tangents", "V, T, C, F, _f, K, " + fields, False, _TANGENT_ROWS)
+    forward = _Branches("forward", "V, C, F, " + fields, True, only=only)
+    backward = _Branches("backward", "V, A, C, F, _f, " + fields, False, only=only)
+    tangent = _Branches("tangents", "V, T, C, F, _f, K, " + fields, False, _TANGENT_ROWS,
+                        only)
     _structural(forward, backward, tangent, ops)
     import numpy as _np
 
@@ -491,6 +506,8 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         _map_bodies(op, call, temps, partials, args, forward, backward, tangent,
                     selects=key[1] == "")
     decorator = '@numba.njit(cache=True, error_model="numpy", nogil=True)'
+    helper = decorator if only is None else \
+        '@numba.njit(cache=True, error_model="numpy", nogil=True, inline="always")'
     lines = [
         '"""The compiled interpreter of dualad tapes (generated from the rules tables)."""',
         "import math",
@@ -500,12 +517,12 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         "",
         f"HEADER = {HEADER}",
         f"WIDTH = {WIDTH}",
-        *forward.helpers(decorator),
-        *backward.helpers(decorator),
-        *tangent.helpers(decorator),
+        *forward.helpers(helper),
+        *backward.helpers(helper),
+        *tangent.helpers(helper),
         "",
         "",
-        decorator,
+        helper,
         "def forward(V, C, F, order):",
         "    for _pc in order:",
         f"        _r = {HEADER} + _pc * {WIDTH}",
@@ -515,7 +532,7 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         "    return 0",
         "",
         "",
-        decorator,
+        helper,
         "def backward(V, A, C, F, order, flags):",
         "    for _j in range(order.shape[0] - 1, -1, -1):",
         "        _pc = order[_j]",
@@ -526,7 +543,7 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         *backward.dispatch(8),
         "",
         "",
-        decorator,
+        helper,
         "def tangents(V, T, C, F, order, flags, K):",
         "    for _pc in order:",
         f"        _r = {HEADER} + _pc * {WIDTH}",
@@ -538,19 +555,17 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         "",
         decorator,
         "def values(xin, C, F, order):",
-        "    V = np.empty(C[1])",
-        "    V[C[2]:C[2] + C[3]] = F[C[5]:C[5] + C[3]]",
-        "    V[:C[4]] = xin",
+        *_PROLOGUE,
         "    return forward(V, C, F, order), V",
         "",
         "",
         decorator,
         "def gradient(xin, C, F, order, active, flags, out):",
-        "    V = np.empty(C[1])",
-        "    V[C[2]:C[2] + C[3]] = F[C[5]:C[5] + C[3]]",
-        "    V[:C[4]] = xin",
+        *_PROLOGUE,
         "    status = forward(V, C, F, order)",
-        "    A = np.zeros(C[1])",
+        "    A = np.empty(C[1])",
+        "    for _i in range(C[1]):",
+        "        A[_i] = 0.0",
         "    if status == 0:",
         "        A[out] = 1.0",
         "        backward(V, A, C, F, active, flags)",
@@ -559,11 +574,12 @@ def interpreter_source() -> tuple[str, dict[Any, int]]:
         "",
         decorator,
         "def jacobian(xin, C, F, order, active, flags, seeds, K):",
-        "    V = np.empty(C[1])",
-        "    V[C[2]:C[2] + C[3]] = F[C[5]:C[5] + C[3]]",
-        "    V[:C[4]] = xin",
+        *_PROLOGUE,
         "    status = forward(V, C, F, order)",
-        "    T = np.zeros((C[1], K))",
+        "    T = np.empty((C[1], K))",
+        "    for _i in range(C[1]):",
+        "        for _k in range(K):",
+        "            T[_i, _k] = 0.0",
         "    if status == 0:",
         "        for _j in range(seeds.shape[0] // 2):",
         "            T[seeds[2 * _j], seeds[2 * _j + 1]] = 1.0",

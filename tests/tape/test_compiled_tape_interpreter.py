@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import dualad as ad
 from dualad.diagnostics.gradcheck import numerical_jacobian
-from dualad.tape.interpreter import InterpretedProgram, interpreter_module
+from dualad.tape.interpreter import InterpretedProgram, interpreter_opcodes
 from dualad.tape.jit import JitFallbackWarning
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,9 +221,9 @@ def no_sin_opcode(monkeypatch):
     """An interpreter without an opcode for np.sin (as for a function it cannot run)."""
     import dualad.tape.interpreter as interpreter
 
-    module, ops = interpreter_module()
+    ops = interpreter_opcodes()
     fewer = {k: v for k, v in ops.items() if not (k[0] == "map" and k[1] == "sin")}
-    monkeypatch.setattr(interpreter, "interpreter_module", lambda: (module, fewer))
+    monkeypatch.setattr(interpreter, "interpreter_opcodes", lambda: fewer)
 
 
 def test_a_program_neither_compiled_nor_interpreted_replays(small_cap, no_sin_opcode):

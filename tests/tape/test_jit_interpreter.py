@@ -16,7 +16,7 @@ import dualad as ad
 from dualad.derivatives.registry import get_rule
 from dualad.derivatives.scalar_forms import scalar_forms
 from dualad.diagnostics.gradcheck import numerical_jacobian
-from dualad.tape.interpreter import InterpretedProgram, interpreter_module
+from dualad.tape.interpreter import InterpretedProgram, interpreter_opcodes
 from dualad.tape.interpreter_source import interpreter_source, map_key
 from dualad.tape.jit import JitFallbackWarning
 from dualad.tape.tape import TapeRetraceWarning
@@ -256,7 +256,10 @@ def _points(name):
 
 
 @pytest.mark.parametrize("name", _opcode_rules())
-def test_every_opcode_against_eager_mode(small_cap, name):
+def test_every_opcode_against_eager_mode(small_cap, name, monkeypatch):
+    from dualad.tape import interpreter
+
+    monkeypatch.setattr(interpreter, "SUBSET_MODULES", 0)  # one interpreter for them all
     rule, cols = _points(name)
     fn = getattr(np, name)
     n = len(cols)
@@ -295,7 +298,7 @@ def test_every_opcode_against_eager_mode(small_cap, name):
 def test_opcodes_follow_the_rules_tables():
     """The opcode of each rule carries the table's own scalar partials: a rule with
     different partials (a redefined one) finds no opcode, so it is never run wrongly."""
-    _, ops = interpreter_module()
+    ops = interpreter_opcodes()
     keys = [k for k in ops if k[0] == "map"]
     ufuncs = [k[1] for k in keys if k[1]]
     assert len(set(ufuncs)) == len(ufuncs) >= 40  # one per function
@@ -381,9 +384,9 @@ def no_sin_opcode(monkeypatch):
     """An interpreter without an opcode for np.sin (as for a function it cannot run)."""
     import dualad.tape.interpreter as interpreter
 
-    module, ops = interpreter_module()
+    ops = interpreter_opcodes()
     fewer = {k: v for k, v in ops.items() if not (k[0] == "map" and k[1] == "sin")}
-    monkeypatch.setattr(interpreter, "interpreter_module", lambda: (module, fewer))
+    monkeypatch.setattr(interpreter, "interpreter_opcodes", lambda: fewer)
 
 
 def with_sin(x):
@@ -437,8 +440,39 @@ def test_inputs_of_other_layouts_are_copied_not_compiled_for(small_cap):
     strided = np.repeat(x, 2)[::2]
     np.testing.assert_allclose(g(strided), expected, rtol=1e-14)
     np.testing.assert_allclose(g(x.astype(np.float32)), expected, rtol=1e-6)
-    module, _ = interpreter_module()
-    assert len(module.gradient.signatures) == 1  # one compiled form, whatever came in
+    from dualad.tape import interpreter
+
+    forms = [len(module.gradient.signatures) for module, _ in interpreter._modules.values()
+             if module.gradient.signatures]
+    assert forms and max(forms) == 1  # one compiled form, whatever came in
+
+
+def test_a_process_compiles_its_programs_opcodes_then_every_opcode(small_cap, monkeypatch):
+    """The first programs get interpreters of their own opcodes; a module that runs a
+    program's opcodes serves it; past ``SUBSET_MODULES`` sets a process takes the
+    interpreter of every opcode, and the numbers do not depend on which one ran."""
+    from dualad.tape import interpreter
+
+    monkeypatch.setattr(interpreter, "_modules", {})
+    monkeypatch.setattr(interpreter, "SUBSET_MODULES", 2)
+    ops = interpreter_opcodes()
+    sin_op = ops[map_key("sin", ("x",), [], ["math.cos(x)"])]
+    cos_op = ops[map_key("cos", ("x",), [], ["(-math.sin(x))"])]
+    x = np.linspace(0.1, 1.0, 6)
+
+    def run(fn):
+        g = interpreted(ad.grad(lambda x: np.sum(fn(x) * x)))
+        np.testing.assert_allclose(g(x), ad.grad(lambda x: np.sum(fn(x) * x))(x),
+                                   rtol=1e-14)
+        return [key[1] for key in interpreter._modules]
+
+    (first,) = run(np.sin)
+    assert sin_op in first and cos_op not in first
+    assert run(np.sin) == [first]  # the same opcodes: the same module
+    second = run(np.cos)[1]
+    assert cos_op in second and sin_op not in second
+    assert run(np.tanh)[2] is None  # the third set: every opcode
+    assert len(run(np.arctan)) == 3  # served by the interpreter of every opcode
 
 
 def test_programs_that_do_not_lower_still_fall_back_as_before(small_cap):

@@ -252,8 +252,7 @@ def test_too_large_programs_run_in_python(monkeypatch):
     programs it runs)."""
     import dualad.tape.interpreter as interpreter
 
-    module, ops = interpreter.interpreter_module()
-    monkeypatch.setattr(interpreter, "interpreter_module", lambda: (module, {}))
+    monkeypatch.setattr(interpreter, "interpreter_opcodes", lambda: {})
     monkeypatch.setattr(backend, "MAX_COMPILE_COST", 20)
     f = lambda x: np.sum(np.sin(np.cos(x) * x) + x ** 3)  # noqa: E731
     x = np.linspace(0.1, 0.9, 4)
