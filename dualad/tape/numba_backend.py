@@ -1119,7 +1119,7 @@ class NumbaProgram:
                    f"_T{s} = {given}.reshape(({sizes[s]}, 1))")
         for s in wanted:  # seed rows for the steps that read an input's tangent
             if s in stepped and seeds is None:
-                w.emit(1, f"_T{s} = np.zeros(({sizes[s]}, {K}))")
+                w.emit(1, f"_T{s} = _zero_matrix({sizes[s]}, {K})")
                 w.emit(1, f"for _i in range({sizes[s]}):")
                 w.emit(2, f"_T{s}[_i, {seed(s, '_i')}] = 1.0")
         zeroed = set(self.plan.inits)
@@ -1136,8 +1136,8 @@ class NumbaProgram:
             for o in sorted(outs - done):
                 done.add(o)
                 if act[o]:
-                    alloc = "np.zeros" if o in zeroed else "np.empty"
-                    w.emit(1, f"_T{o} = {alloc}(({sizes[o]}, {K}))")
+                    w.emit(1, f"_T{o} = _zero_matrix({sizes[o]}, {K})" if o in zeroed
+                           else f"_T{o} = np.empty(({sizes[o]}, {K}))")
         for rid, item in enumerate(self.plan.items):
             if isinstance(item, Region):
                 self._region_tangents(w, item, rid, act, seed, K)
@@ -1170,7 +1170,8 @@ class NumbaProgram:
         for module, call in (("blas", "gemm"), ("blas", "dot"), ("order_kernels", "order_sort"),
                              ("order_kernels", "order_values"),
                              ("order_kernels", "order_tangents"),
-                             ("order_kernels", "order_adjoints"), ("scalar_select", "where")):
+                             ("order_kernels", "order_adjoints"), ("scalar_select", "where"),
+                             ("zero_matrix", "zero_matrix")):
             if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
                 lines.insert(-1, f"from dualad.tape.{module} import {call} as _{call}")
         for gname, arr in w.globals.items():
@@ -1205,6 +1206,11 @@ class NumbaProgram:
 
     def _shape_literal(self, shape: tuple[int, ...]) -> str:
         return "(" + "".join(f"{d}, " for d in shape) + ")"
+
+    def _reshaped(self, name: str, shape: tuple[int, ...], to: tuple[int, ...]) -> str:
+        """Source of array ``name`` of ``shape`` with shape ``to`` (no reshape where they
+        agree: measured, a reshape compiles in about 0.1 s once per process)."""
+        return name if tuple(shape) == tuple(to) else f"{name}.reshape({self._shape_literal(to)})"
 
     def _output(self, s: int) -> str:
         """Source of the value of slot ``s`` as handed back: a float for shape ``()``,
@@ -1266,7 +1272,7 @@ class NumbaProgram:
         if act[o]:
             self._tangents(w, act, wanted, K)
             _refuse_nan(w, f"_T{o}", low.sizes[o], K)
-            w.emit(1, f"return _T{o}.reshape({self._shape_literal(shape)}){tail}")
+            w.emit(1, f"return {self._reshaped(f'_T{o}', (low.sizes[o], K), shape)}{tail}")
         else:
             self._values(w)
             w.emit(1, f"return np.zeros({self._shape_literal(shape)}){tail}")
@@ -1300,19 +1306,19 @@ class NumbaProgram:
             K = sum(low.sizes[s] for s in wanted)
             if dense is not None and _scatter_directly(w, o, C, m, K):
                 _nan_exit(w)
-                w.emit(1, f"return _D.reshape({self._shape_literal(dense)})")
+                w.emit(1, f"return {self._reshaped('_D', (m, K), dense)}")
                 fn = self._cache[key] = self._dense_module(w, params, m, K)
                 return fn
             w.emit(1, f"_B = _T{o}")
             R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
             w.emit(1, "_ok = True  # no NaN read (see NanTangents)")
             if dense is not None:
-                w.emit(1, f"_D = np.zeros(({m}, {K}))  # written at fixed entries")
+                w.emit(1, f"_D = _zero_matrix({m}, {K})  # written at fixed entries")
                 w.emit(1, f"for _e in range({nnz}):")
                 w.emit(2, f"_je = _B[{R}[_e], {C}[{Q}[_e]]]")
                 w.emit(2, f"_D[{R}[_e], {Q}[_e]] = _je")
                 w.emit(2, "_ok &= _je == _je")
-                result = f"_D.reshape({self._shape_literal(dense)})"
+                result = self._reshaped("_D", (m, K), dense)
             else:
                 w.emit(1, f"_data = np.empty({nnz})")
                 w.emit(1, f"for _e in range({nnz}):")
@@ -1341,7 +1347,7 @@ class NumbaProgram:
         (numpy's calloc maps fresh zero pages and touches only those written; Numba's
         np.zeros writes every page: the 2-D Brusselator at N = 32, a 32 MiB Jacobian
         of 12 entries a row, 16-48 ms against 2.4-3 ms measured on a loaded 2-core EPYC)."""
-        line = f"    _D = np.zeros(({m}, {K}))  # written at fixed entries"
+        line = f"    _D = _zero_matrix({m}, {K})  # written at fixed entries"
         if m * K * 8 < MIN_CALLER_ZEROS or sum(line in part for _, part in w.segments) != 1:
             return self._module("tape_compressed_jacobian", w, params)
         for _, part in w.segments:
@@ -1512,7 +1518,7 @@ def _scatter_directly(w: _Writer, o: int, colors: str, m: int, K: int) -> bool:
     no compressed buffer to clear and no decompression loop (measured: half the time of a
     Lorenz-96 Jacobian at n = 40). False, and nothing changed, for any other form."""
     name = re.escape(f"_T{o}")
-    alloc = re.compile(rf"^\s+{name} = np\.(?:zeros|empty)\(\({m}, \d+\)\)$")
+    alloc = re.compile(rf"^\s+{name} = (?:np\.empty\(\({m}, \d+\)\)|_zero_matrix\({m}, \d+\))$")
     clear = re.compile(rf"^\s+{name}\[(.+), _k\] = 0\.0$")
     seeded = re.compile(rf"^(\s+){name}\[(.+?), {re.escape(colors)}\[(.+)\]\] \+= (.+)$")
     uses = re.compile(rf"\b{name}\b")
@@ -1525,7 +1531,7 @@ def _scatter_directly(w: _Writer, o: int, colors: str, m: int, K: int) -> bool:
                 continue
             if alloc.match(line) and not allocated:
                 allocated = True
-                plan.append((lines, i, f"    _D = np.zeros(({m}, {K}))  # written at fixed "
+                plan.append((lines, i, f"    _D = _zero_matrix({m}, {K})  # written at fixed "
                                        f"entries\n    _ok = True  # no NaN written"))
             elif clear.match(line) and i > 0 and loop.match(lines[i - 1]):
                 plan += [(lines, i - 1, None), (lines, i, None)]
@@ -1653,7 +1659,7 @@ def batch_kernel(kernel: Callable[..., Any], n_inputs: int, parallel: bool = Fal
 
 
 _EMPTY = re.compile(r"^    (\w+) = np\.empty\((\d+|\(\d+, \d+\))\)$")
-_FIXED = re.compile(r"^    (\w+) = np\.zeros\((\(\d+, \d+\))\)  # written at fixed entries$")
+_FIXED = re.compile(r"^    (\w+) = _zero_matrix\((\d+, \d+)\)  # written at fixed entries$")
 _SIZE_CHECK = re.compile(r"^    if (_x\d+)\.shape\[0\] != (\d+):$")
 _GLOBAL = re.compile(r"^(_G\d+) = np\.array\(")
 
@@ -1694,8 +1700,9 @@ def _fused_batch_source(source: str, name: str, parallel: bool, position: int = 
     hoisted, kept, zeroed = [], [], False
     for line in body:
         fixed = _FIXED.match(line)
-        if fixed and result.startswith(f"{fixed.group(1)}.reshape("):
-            kept.append(f"    {fixed.group(1)} = _out[_b].reshape({fixed.group(2)})")
+        if fixed and (result == fixed.group(1) or
+                      result.startswith(f"{fixed.group(1)}.reshape(")):
+            kept.append(f"    {fixed.group(1)} = _out[_b].reshape(({fixed.group(2)}))")
             result, zeroed = "", True
         elif _EMPTY.match(line):
             hoisted.append(line)
