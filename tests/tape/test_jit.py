@@ -487,3 +487,33 @@ def test_matrix_vector_products_of_computed_values():
     J = compiled_only(ad.jacobian(lambda A, w: np.sin(w @ A), argnums=1))(A, w)
     np.testing.assert_allclose(J, ad.jacobian(lambda A, w: np.sin(w @ A), argnums=1)(A, w),
                                rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("f, x", [
+    (lambda x: np.sum(np.sin(x) * x ** 2), np.linspace(-1.0, 2.0, 7)),  # () of (n,)
+    (lambda x: np.sin(x[:1]) * np.sum(x), np.array([0.3, -1.2, 2.5])),  # (1,) of (n,)
+    (lambda x: np.sum(np.exp(x) * x[0, 1]), np.arange(6.0).reshape(2, 3) / 4),  # () of (2, 3)
+    (lambda x: np.sin(x) * x, np.float64(0.7)),  # () of ()
+    (lambda x: np.sum(np.sqrt(x)), np.array([0.0, 1.0, 4.0])),  # an infinite partial
+])
+def test_jacobian_of_one_output_entry_is_one_reverse_pass(f, x):
+    """Unless ``mode="forward"``, the Jacobian of one output entry runs the gradient's
+    compiled code, as eager ``mode="auto"`` chooses reverse mode; shapes, dtypes and
+    numbers as eager mode's, at several points."""
+    for mode in ("auto", "reverse", "forward"):
+        jac = compiled_only(ad.jacobian(f, mode=mode))
+        for point in (x, x * 0.5 + 0.25):
+            with np.errstate(all="ignore"):
+                got = jac(point)
+                want = ad.jacobian(f, mode=mode)(point)
+            assert type(got) is np.ndarray and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+        name = jac._fast_entry.kernel.py_func.__name__
+        assert name == ("tape_jacobian" if mode == "forward" else "tape_gradient")
+    inner = np.abs(x) + 0.5  # inside every domain
+    fd = numerical_jacobian(f, (inner,), 0)
+    np.testing.assert_allclose(compiled_only(ad.jacobian(f))(inner).reshape(fd.shape), fd,
+                               rtol=1e-6, atol=1e-8)
+    x32 = np.asarray(x, dtype=np.float32)
+    got32 = compiled_only(ad.jacobian(f))(x32)
+    assert got32.dtype == ad.jacobian(f)(x32).dtype
