@@ -1212,13 +1212,18 @@ class NumbaProgram:
         agree: measured, a reshape compiles in about 0.1 s once per process)."""
         return name if tuple(shape) == tuple(to) else f"{name}.reshape({self._shape_literal(to)})"
 
+    def _flat_as(self, flat: str, shape: tuple[int, ...]) -> str:
+        """Source of the flat array ``flat`` with ``shape`` (no reshape to one dimension:
+        measured, each form of reshape compiles in about 0.1 s once per process)."""
+        return f"({flat})" if len(shape) == 1 else f"({flat}).reshape({self._shape_literal(shape)})"
+
     def _output(self, s: int) -> str:
         """Source of the value of slot ``s`` as handed back: a float for shape ``()``,
         else a fresh array of the recorded shape."""
         shape = self.low.shapes[s]
         if self.low.sizes[s] == 1:
             return f"_v{s}" if shape == () else f"np.full({self._shape_literal(shape)}, _v{s})"
-        return f"_v{s}.copy().reshape({self._shape_literal(shape)})"
+        return self._flat_as(f"_v{s}.copy()", shape)
 
     def _aux(self) -> str:
         """Source of the tuple of the computed outputs after the first (``has_aux``)."""
@@ -1375,7 +1380,7 @@ class NumbaProgram:
             if shape == ():
                 found.append(value)
             elif low.sizes[s] != 1:
-                found.append(f"({value}).reshape({self._shape_literal(shape)})")
+                found.append(self._flat_as(value, shape))
             else:
                 found.append(f"np.full({self._shape_literal(shape)}, {value})")
         return found
@@ -1430,7 +1435,7 @@ class NumbaProgram:
             self._tangents(w, act, wanted, 1, seeds=seeds, values=True)
             _refuse_nan(w, f"_T{o}", low.sizes[o], 1)
             if low.sizes[o] != 1:
-                w.emit(1, f"_dy = _T{o}[:, 0].copy().reshape({self._shape_literal(shape)})")
+                w.emit(1, f"_dy = {self._flat_as(f'_T{o}[:, 0].copy()', shape)}")
             elif shape != ():
                 w.emit(1, f"_dy = np.full({self._shape_literal(shape)}, _T{o}[0, 0])")
             else:
