@@ -24,7 +24,8 @@ from ..core.array_protocol import shape_of
 from ..core.operators import Operator, function_name
 from ..reverse_mode.backward import topological_order
 from ..reverse_mode.graph import AbstractNode, CachedNode, LeafNode
-from ..tape import Program, Tape, ValueNode
+from ..tape import Program, ValueNode
+from ..tape.recorded_tape import RecordedTape
 
 __all__ = ["to_dot"]
 
@@ -145,13 +146,13 @@ def _short(v: Any) -> str:
     return text if len(text) <= 16 else type(v).__name__
 
 
-def to_dot(graph_or_tape: AbstractNode | Tape, file: str | None = None) -> str:
+def to_dot(graph_or_tape: AbstractNode | RecordedTape, file: str | None = None) -> str:
     """Graphviz DOT text of a reverse-mode graph (from its output node) or of a tape.
 
     With ``file="g.svg"`` (or .png, .pdf), the picture is also drawn with Graphviz's
     ``dot`` program, which must be installed (a RuntimeError says so otherwise).
     """
-    if isinstance(graph_or_tape, Tape):
+    if isinstance(graph_or_tape, RecordedTape):
         if graph_or_tape.program is None:
             raise ValueError("to_dot: the tape has not recorded anything yet.")
         text = _tape_dot(graph_or_tape.program, graph_or_tape.__name__)

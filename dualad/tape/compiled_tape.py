@@ -46,7 +46,7 @@ from .jit import JitError, JitFallbackWarning, Jitted, _first_call, _kernel_inpu
 from .lowering import Lowered, LoweringError, lower
 from .numba_backend import NumbaProgram
 from .program import GuardFailed, NanTangents
-from .tape import Tape, check_input_guards
+from .recorded_tape import RecordedTape, check_input_guards
 
 __all__ = ["CompiledTape"]
 
@@ -80,7 +80,7 @@ class CompiledTape:
     """A :class:`~dualad.tape.Tape` compiled: ``__call__``, ``.grad``,
     ``.value_and_grad`` (per ``argnums``), ``.jvp``, ``.vjp`` and ``.hvp``."""
 
-    def __init__(self, tape: Tape, fallback: str = "warn") -> None:
+    def __init__(self, tape: RecordedTape, fallback: str = "warn") -> None:
         self.tape = tape
         self.fallback = fallback
         self._value = Jitted(tape.f, fallback, tape=tape)

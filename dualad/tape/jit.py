@@ -53,7 +53,7 @@ from .lowering import Call, LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
 from .pattern_cache import Pattern, code_stamp, digest, load_pattern, store_pattern
 from .program import GuardFailed, NanTangents, fresh
-from .tape import Tape, check_input_guards
+from .recorded_tape import RecordedTape, check_input_guards
 
 __all__ = ["JitError", "JitFallbackWarning", "Jitted", "jit"]
 
@@ -135,7 +135,7 @@ class Jitted:
     """A compiled function: ``jitted(*args)``, ``jitted.batch(xs, *args)``."""
 
     def __init__(self, fn: Callable[..., Any], fallback: str = "warn",
-                 tape: Tape | None = None,
+                 tape: RecordedTape | None = None,
                  coloring: Callable[[Any], np.ndarray] | None = None,
                  background: bool = False, defer: bool | None = None) -> None:
         if fallback not in FALLBACKS:
@@ -166,7 +166,7 @@ class Jitted:
         self.__name__ = getattr(fn, "__name__", "f")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
-        self.tape = tape if tape is not None else Tape(self.f)
+        self.tape = tape if tape is not None else RecordedTape(self.f)
         if tape is None and self.kind == "value" and self._hessian is None:
             # eager f writes into its array arguments, and may return a string
             self.tape._values_of = f"ad.jit({self.__name__})"
