@@ -4,10 +4,9 @@ that also compiles (``tape.compile()``, :mod:`~dualad.tape.compiled_tape`), and
 
 Example:
     >>> import numpy as np
-    >>> from dualad.tape import record
-    >>> tape = record(lambda x: np.sum(np.sin(x) * x), np.zeros(2))
-    >>> tape.grad(np.array([1.0, 2.0])).round(4)
-    array([1.3818, 0.077 ])
+    >>> tape = record(lambda x: np.sum(x ** 2), np.zeros(3))
+    >>> tape.value_and_grad(np.array([1.0, 2.0, 3.0]))
+    (array(14.), array([2., 4., 6.]))
 """
 
 from __future__ import annotations
