@@ -48,10 +48,11 @@ from ..core.marks import transform_mark
 from ..core.tracing import recording_paused
 from ..derivatives.codegen import forget_compiled
 from ..sparsity.detection import jacobian_sparsity
+from .built_cache import entry_key, program_digest
 from .interpreter import InterpretedProgram, interpret
 from .lowering import Call, LoweringError, lower
 from .numba_backend import BatchLoop, NumbaProgram, batch_kernel
-from .pattern_cache import Pattern, code_stamp, digest, load_pattern, store_pattern
+from .pattern_cache import Pattern, load_pattern, store_pattern
 from .program import GuardFailed, NanTangents, fresh
 from .recorded_tape import RecordedTape, check_input_guards
 
@@ -647,9 +648,10 @@ class Jitted:
         key = None
         if pattern is None:
             low = code.low
-            key = digest((_PATTERN_VERSION, code_stamp(), _qualified(self.options["color"]),
-                          low.instructions, low.sizes, low.shapes, code.out, wanted,
-                          [list(g) for g in low.program.input_guards]))
+            program = code.digest if isinstance(code, NumbaProgram) else program_digest(low)
+            key = entry_key(program, "pattern", (_PATTERN_VERSION,
+                                                 _qualified(self.options["color"]), code.out,
+                                                 wanted))
             found = load_pattern(key) if key is not None else None
             if found is not None and found.shape == (low.sizes[code.out],
                                                      sum(low.sizes[s] for s in wanted)):
