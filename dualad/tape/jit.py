@@ -637,7 +637,7 @@ class Jitted:
             kernel = code.jacobian(wanted)
         if kind == "ode_jacobian" and (len(low.shapes[code.out]) != 1 or
                                        len(low.shapes[wanted[0]]) != 1):
-            return kernel, _Square(low.sizes[code.out], low.sizes[wanted[0]])
+            return kernel, _Shaped((low.sizes[code.out], low.sizes[wanted[0]]))
         return kernel, _same
 
     def _pattern(self, code: NumbaProgram, wanted: tuple[int, ...]) -> Pattern:
@@ -729,7 +729,7 @@ class Jitted:
         first = self._call(at(xs[0]))
         entry = self._fast_entry
         if (entry is not None and (entry.finish in (_same, _scalar) or
-                                      type(entry.finish) is _Square) and xs.dtype == _F8
+                                      type(entry.finish) is _Shaped) and xs.dtype == _F8
                 and all(type(a) in (float, np.float64) or (type(a) is np.ndarray and
                         a.dtype == _F8) for a in others)
                 and len(entry.program.input_leaves) == len(args)
@@ -894,21 +894,10 @@ def _split_jacobian(code: NumbaProgram, wanted: tuple[int, ...], aux: bool
     return split
 
 
-class _Square:
-    """An ODE Jacobian as scipy takes it, whatever the shapes of ``y`` and ``f(t, y)``:
-    ``(f.size, y.size)``, as eager ``ode_jacobian``."""
-
-    __slots__ = ("shape",)
-
-    def __init__(self, m: int, n: int) -> None:
-        self.shape = (m, n)
-
-    def __call__(self, r: Any) -> Any:
-        return np.asarray(r).reshape(self.shape)
-
-
 class _Shaped:
-    """A result reshaped to ``shape`` (a Jacobian of one output entry from a gradient)."""
+    """A result reshaped to ``shape``: an ODE Jacobian as scipy takes it, ``(f.size,
+    y.size)`` whatever the shapes of ``y`` and ``f(t, y)`` (as eager ``ode_jacobian``), or
+    a Jacobian of one output entry from a gradient."""
 
     __slots__ = ("shape",)
 

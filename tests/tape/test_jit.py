@@ -517,3 +517,8 @@ def test_jacobian_of_one_output_entry_is_one_reverse_pass(f, x):
     x32 = np.asarray(x, dtype=np.float32)
     got32 = compiled_only(ad.jacobian(f))(x32)
     assert got32.dtype == ad.jacobian(f)(x32).dtype
+    xs = np.stack([inner, inner * 0.5 + 0.1, inner + 1.0])  # one compiled loop over rows
+    batched = compiled_only(ad.jacobian(f)).batch(xs)
+    want = np.stack([ad.jacobian(f)(row) for row in xs])
+    assert batched.shape == want.shape
+    np.testing.assert_allclose(batched, want, rtol=1e-13, atol=1e-14)
