@@ -55,12 +55,15 @@ _SETTINGS_OF = ("dualad.tape.", "dualad.derivatives.")
 class Built:
     """How an entry was made: ``function`` of the generated module ``module`` (in the
     cache's ``tapes`` folder), with the constant ``arrays`` bound first; ``zeroed`` (a
-    Jacobian's ``(m, K)``) when the caller hands it a matrix of zeros before them."""
+    Jacobian's ``(m, K)``) when the caller hands it a matrix of zeros before them. Or why
+    it was not: ``refused``, the writer's reason (a program beyond the compile-cost cap
+    goes to the interpreter without its source written again up to the cap)."""
 
-    module: str
-    function: str
+    module: str = ""
+    function: str = ""
     arrays: tuple[np.ndarray, ...] = ()
     zeroed: tuple[int, int] | None = None
+    refused: str = ""
 
 
 def settings_stamp() -> bytes:
@@ -146,7 +149,8 @@ def store_built(key: str, built: Built) -> None:
     """Keep ``built`` under ``key`` (written whole or not at all; a read-only cache keeps
     nothing)."""
     meta = json.dumps({"format": _FORMAT, "key": key, "module": built.module,
-                       "function": built.function, "zeroed": built.zeroed})
+                       "function": built.function, "zeroed": built.zeroed,
+                       "refused": built.refused})
     path = _path(key)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,8 +161,8 @@ def store_built(key: str, built: Built) -> None:
 
 
 def load_built(key: str) -> tuple[Built, Any] | None:
-    """``(the entry kept under key, its module imported)``; None when there is none, or
-    its file or module is missing or damaged."""
+    """``(the entry kept under key, its module imported)`` (a refusal: no module); None
+    when there is none, or its file or module is missing or damaged."""
     path = _path(key)
     if not path.exists():
         return None
@@ -169,6 +173,9 @@ def load_built(key: str) -> tuple[Built, Any] | None:
             arrays = tuple(data[f"a{i}"] for i in range(n))
         if meta.get("format") != _FORMAT or meta.get("key") != key:
             return None
+        refused = str(meta.get("refused") or "")
+        if refused:
+            return Built(refused=refused), None
         module_name, function = str(meta["module"]), str(meta["function"])
         zeroed = meta.get("zeroed")
         zeroed = None if zeroed is None else (int(zeroed[0]), int(zeroed[1]))

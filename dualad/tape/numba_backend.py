@@ -245,7 +245,9 @@ def _kept_on_disk(entry: Callable[..., Any]) -> Callable[..., Any]:
     """A :class:`NumbaProgram` entry, made once per set of arguments and kept on disk
     (:mod:`~dualad.tape.built_cache`): a new process that lowers the same program imports
     the module written before instead of writing it again (measured on POLLU's compressed
-    Jacobian: the writer takes about 7 ms of a 23 ms first call from the disk cache)."""
+    Jacobian: the writer takes about 7 ms of a 23 ms first call from the disk cache), or
+    is refused at once (LoweringError) where the writer refused it (a 1000-op chain's
+    source written up to the compile-cost cap: about 25 ms)."""
     signature = inspect.signature(entry)
     name = entry.__name__
 
@@ -263,11 +265,18 @@ def _kept_on_disk(entry: Callable[..., Any]) -> Callable[..., Any]:
             return fn
         key = entry_key(self.digest, name, given)
         found = load_built(key) if key is not None else None
+        if found is not None and found[0].refused:
+            raise LoweringError(found[0].refused)
         if found is not None:
             fn = _made_from(*found)
         else:
             self._made = None
-            fn = entry(self, *args, **kw)
+            try:
+                fn = entry(self, *args, **kw)
+            except LoweringError as exc:  # the same program is refused again next time
+                if key is not None:
+                    store_built(key, Built(refused=str(exc) or type(exc).__name__))
+                raise
             if key is not None and self._made is not None:
                 store_built(key, self._made)
         self._kept[memo] = fn

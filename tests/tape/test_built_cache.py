@@ -20,7 +20,7 @@ from dualad.derivatives.codegen import KernelCacheWarning
 from dualad.diagnostics.gradcheck import numerical_jacobian
 from dualad.tape import record
 from dualad.tape.built_cache import entry_key, program_digest
-from dualad.tape.lowering import lower
+from dualad.tape.lowering import LoweringError, lower
 from dualad.tape.numba_backend import NumbaProgram
 
 pytest.importorskip("numba")
@@ -128,9 +128,38 @@ def test_changed_settings_write_the_entry_again(cache, writes, monkeypatch):
     kernel = program(loss, POINTS[0]).gradient((0,), value=False)
     assert len(writes) == 2
     check_gradient(kernel, POINTS[1])
-    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 1)  # nothing compiles: not kept
-    with pytest.raises(backend.LoweringError):
+    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 1)  # nothing compiles
+    with pytest.raises(LoweringError):
         program(loss, POINTS[0]).gradient((0,), value=False)
+
+
+def test_a_refused_entry_is_refused_again_without_writing(cache, monkeypatch):
+    """Beyond the compile-cost cap the writer stops (LoweringError); a second program
+    object of the same recording is refused with the same reason at once, and ad.jit runs
+    it in the interpreter, with eager mode's numbers."""
+    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 5)
+    started = []
+    original = NumbaProgram._prologue
+
+    def counted(self, *args):
+        started.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(NumbaProgram, "_prologue", counted)
+    reasons = []
+    for _ in range(2):
+        with pytest.raises(LoweringError, match="MAX_COMPILE_COST") as caught:
+            program(loss, POINTS[0]).gradient((0,), value=False)
+        reasons.append(str(caught.value))
+    assert len(started) == 1 and reasons[0] == reasons[1]
+    g = ad.jit(ad.grad(loss), fallback="error")
+    for x in POINTS:
+        check_gradient(g, x)
+    assert g._fast_entry.kernel.__qualname__.startswith("InterpretedProgram.")
+    assert len(started) == 1  # ad.jit's build read the refusal too
+    monkeypatch.setattr(backend, "MAX_COMPILE_COST", 10 ** 6)  # another key: written
+    check_gradient(program(loss, POINTS[0]).gradient((0,), value=False), POINTS[1])
+    assert len(started) == 2
 
 
 @pytest.mark.parametrize("damage", [b"", b"not an npz file", None])
