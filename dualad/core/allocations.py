@@ -415,7 +415,7 @@ def _builtins_view(source: Any) -> dict:
 
 _globals_views: dict[int, _GlobalsView] = {}
 _rewritten: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_WRITES_GLOBALS = frozenset({"STORE_GLOBAL", "DELETE_GLOBAL"})
+_WRITES_GLOBALS = frozenset(dis.opmap[name] for name in ("STORE_GLOBAL", "DELETE_GLOBAL"))
 
 
 def _globals_view(source: dict) -> _GlobalsView:
@@ -427,8 +427,10 @@ def _globals_view(source: dict) -> _GlobalsView:
 
 @functools.lru_cache(maxsize=4096)
 def _writes_globals(code: types.CodeType) -> bool:
-    """Whether ``code`` (or code nested in it) assigns a global, which the view cannot do."""
-    if any(ins.opname in _WRITES_GLOBALS for ins in dis.get_instructions(code)):
+    """Whether ``code`` (or code nested in it) assigns a global, which the view cannot do.
+    Read from the opcodes (every other byte of the word code; measured: 1 ms for POLLU's
+    right-hand side by ``dis.get_instructions``, 2 µs so)."""
+    if not _WRITES_GLOBALS.isdisjoint(code.co_code[::2]):
         return True
     return any(isinstance(c, types.CodeType) and _writes_globals(c) for c in code.co_consts)
 
