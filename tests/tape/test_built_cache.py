@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -96,6 +98,62 @@ def test_each_entry_and_argument_has_its_own_kept_module(cache, writes):
     np.testing.assert_allclose(jac(x), grad(x), rtol=1e-14)
     value2, (g2,) = again.gradient((0,))(x)
     assert value2 == value and np.array_equal(g2, g)
+
+
+def test_entries_with_the_same_arguments_are_told_apart(cache, writes):
+    """jvp and vjp of one program take the same arguments: each is its own entry, in
+    the program object's memory and on disk."""
+    def f(x):
+        return np.sin(x) * x[0]
+
+    x, t = POINTS[0], np.array([1.0, -2.0, 0.5, 3.0])
+    for _ in range(2):  # written, then read
+        code = program(f, x)
+        jvp, vjp = code.jvp((0,)), code.vjp((0,))
+        out, tangent = jvp(x, t)
+        np.testing.assert_allclose(tangent, ad.jacobian(f)(x) @ t, rtol=1e-13)
+        out2, (cotangent,) = vjp(x, t)
+        np.testing.assert_allclose(cotangent, t @ ad.jacobian(f)(x), rtol=1e-13)
+        np.testing.assert_allclose(out, f(x), rtol=1e-14)
+        np.testing.assert_allclose(out2, f(x), rtol=1e-14)
+    assert writes == ["tape_jvp", "tape_vjp"]
+
+
+def test_entries_made_in_threads_are_kept_each_as_itself(cache, writes, monkeypatch):
+    """Several threads making entries of one program object at once: each entry kept
+    on disk is its own (read back by a new program object, the numbers are right)."""
+    code = program(loss, POINTS[0])
+    barrier = threading.Barrier(3)
+    made = {}
+    written = NumbaProgram._module
+
+    def slowly(self, *args, **kw):  # a module written, then a pause: the others write
+        found = written(self, *args, **kw)
+        time.sleep(0.05)
+        return found
+
+    monkeypatch.setattr(NumbaProgram, "_module", slowly)
+
+    def make(kind):
+        barrier.wait()
+        made[kind] = (code.gradient((0,), value=False) if kind == "gradient" else
+                      code.jacobian((0,)) if kind == "jacobian" else code.value())
+
+    threads = [threading.Thread(target=make, args=(k,)) for k in ("gradient", "jacobian",
+                                                                   "value")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(writes) == ["tape_gradient", "tape_jacobian", "tape_value"]
+    again = program(loss, POINTS[0])
+    x = POINTS[1]
+    for entry in (made, {"gradient": again.gradient((0,), value=False),
+                         "jacobian": again.jacobian((0,)), "value": again.value()}):
+        check_gradient(entry["gradient"], x)
+        np.testing.assert_allclose(entry["jacobian"](x), ad.grad(loss)(x), rtol=1e-13)
+        assert entry["value"](x) == pytest.approx(loss(x), rel=1e-14)
+    assert len(writes) == 3
 
 
 def test_different_constants_are_different_programs(cache, writes):
