@@ -32,6 +32,7 @@ import os
 import pickle
 import sys
 import threading
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,22 +143,49 @@ def entry_key(program: Any, entry: str, args: tuple) -> str | None:
 
 
 def _path(key: str) -> Path:
-    return kernel_cache_directory() / "tapes" / "built" / f"{key[:40]}.npz"
+    return kernel_cache_directory() / "tapes" / "built" / f"{key[:40]}.entry"
 
 
 def store_built(key: str, built: Built) -> None:
     """Keep ``built`` under ``key`` (written whole or not at all; a read-only cache keeps
-    nothing)."""
-    meta = json.dumps({"format": _FORMAT, "key": key, "module": built.module,
+    nothing). The file: a line of JSON, the arrays' bytes, a CRC-32 of both."""
+    arrays = [np.ascontiguousarray(a) for a in built.arrays]
+    head = json.dumps({"format": _FORMAT, "key": key, "module": built.module,
                        "function": built.function, "zeroed": built.zeroed,
-                       "refused": built.refused})
+                       "refused": built.refused,
+                       "arrays": [[a.dtype.str, list(a.shape)] for a in arrays]})
+    data = head.encode() + b"\n" + b"".join(a.tobytes() for a in arrays)
     path = _path(key)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
-        np.savez(tmp, meta=np.array(meta),
-                 **{f"a{i}": np.asarray(a) for i, a in enumerate(built.arrays)})
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data + zlib.crc32(data).to_bytes(4, "little"))
         os.replace(tmp, path)
+
+
+def _read(path: Path, key: str) -> tuple[dict, tuple[np.ndarray, ...]] | None:
+    """The header and arrays kept in ``path`` for ``key``; None if absent or damaged."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    data, crc = raw[:-4], raw[-4:]
+    if len(raw) < 5 or zlib.crc32(data).to_bytes(4, "little") != crc:
+        return None
+    head, sep, rest = data.partition(b"\n")
+    meta = json.loads(head)
+    if not sep or meta.get("format") != _FORMAT or meta.get("key") != key:
+        return None
+    arrays, at = [], 0
+    for dtype, shape in meta["arrays"]:
+        kind = np.dtype(dtype)
+        if kind.kind not in "biuf":
+            return None
+        size = int(np.prod(shape, dtype=np.int64)) * kind.itemsize
+        arrays.append(np.frombuffer(rest, dtype=kind, count=size // kind.itemsize,
+                                    offset=at).reshape(shape).copy())  # writable: the
+        at += size  # array type the kept code was compiled for
+    return (meta, tuple(arrays)) if at == len(rest) else None
 
 
 def load_built(key: str) -> tuple[Built, Any] | None:
@@ -167,12 +195,10 @@ def load_built(key: str) -> tuple[Built, Any] | None:
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            n = len(data.files) - 1
-            arrays = tuple(data[f"a{i}"] for i in range(n))
-        if meta.get("format") != _FORMAT or meta.get("key") != key:
-            return None
+        found = _read(path, key)
+        if found is None:
+            raise ValueError("damaged")
+        meta, arrays = found
         refused = str(meta.get("refused") or "")
         if refused:
             return Built(refused=refused), None

@@ -4,6 +4,7 @@ written before instead of writing it; another program, other settings, a damaged
 changed file, or a program calling functions run as themselves is written again; results
 always match eager mode and central differences."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def test_a_second_program_object_imports_the_kept_entry(cache, writes):
     assert len(writes) == 1
     second = program(loss, POINTS[0]).gradient((0,), value=False)
     assert len(writes) == 1  # read, not written
-    assert list((cache / "tapes" / "built").glob("*.npz"))
+    assert list((cache / "tapes" / "built").glob("*.entry"))
     for x in POINTS:
         check_gradient(first, x)
         check_gradient(second, x)
@@ -172,6 +173,29 @@ def test_different_constants_are_different_programs(cache, writes):
     assert len(keys) == 2 and None not in keys
 
 
+def test_constant_arrays_bound_to_the_entry_are_kept(cache, writes):
+    """Constants longer than MAX_GLOBAL_ARRAY are handed to the kernel, not written in
+    its source: they are kept with the entry, and read back as the kernel takes them."""
+    n = backend.MAX_GLOBAL_ARRAY + 36
+    c = np.linspace(-2.0, 3.0, n)
+    picks = (np.arange(n) * 7) % n
+
+    def f(x):
+        return np.sum(np.sin(x[picks]) * c) + np.sum(x * c[::-1])
+
+    x = np.linspace(0.1, 1.0, n)
+    first = program(f, x).gradient((0,), value=False)
+    assert isinstance(first, functools.partial) and first.args  # arrays bound first
+    second = program(f, x).gradient((0,), value=False)
+    assert len(writes) == 1 and isinstance(second, functools.partial)
+    for a, b in zip(first.args, second.args):
+        assert a.dtype == b.dtype and np.array_equal(a, b) and b.flags.writeable
+    for z in (x, x[::-1] * 0.5):
+        np.testing.assert_allclose(second(z), ad.grad(f)(z), rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(second(z), numerical_jacobian(f, (z,), 0), rtol=1e-6,
+                                   atol=1e-7)
+
+
 def test_another_size_is_another_program(cache, writes):
     kernels = [program(loss, np.linspace(-1.0, 1.0, n)).gradient((0,), value=False)
                for n in (3, 4, 4)]
@@ -220,10 +244,10 @@ def test_a_refused_entry_is_refused_again_without_writing(cache, monkeypatch):
     assert len(started) == 2
 
 
-@pytest.mark.parametrize("damage", [b"", b"not an npz file", None])
+@pytest.mark.parametrize("damage", [b"", b"not an entry file", None])
 def test_a_damaged_entry_file_is_written_again(cache, writes, damage):
     program(loss, POINTS[0]).gradient((0,), value=False)
-    (kept,) = (cache / "tapes" / "built").glob("*.npz")
+    (kept,) = (cache / "tapes" / "built").glob("*.entry")
     data = kept.read_bytes()
     kept.write_bytes(data[: len(data) // 2] if damage is None else damage)
     kernel = program(loss, POINTS[0]).gradient((0,), value=False)
@@ -265,7 +289,7 @@ def test_a_program_calling_functions_run_as_themselves_is_not_kept(cache, writes
         np.testing.assert_allclose(kernel(x), ad.grad(det_loss)(x), rtol=1e-12)
         np.testing.assert_allclose(kernel(x), numerical_jacobian(det_loss, (x,), 0), rtol=1e-6)
     assert len(writes) == 2
-    assert not list((cache / "tapes" / "built").glob("*.npz"))
+    assert not list((cache / "tapes" / "built").glob("*.entry"))
 
 
 @pytest.mark.parametrize("zeros_from_numpy", [False, True])
