@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import statistics
 import subprocess
@@ -494,17 +495,22 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
                    size=8, check=check)
     # a new program, the interpreter compiled: record, lower, encode, first call; against
     # the same with the straight-line source written and pruned in full before the cap
-    # refuses it (as before dualad/tape/cost_bound.py), calls interleaved
+    # refuses it (as before dualad/tape/cost_bound.py), calls interleaved. Each call's
+    # program is new (a constant of its own), as the disk cache keeps programs it met.
+    fresh = itertools.count(1)
     for n in (400, 1000):
-        f = functools.partial(chain_vector_loss, n=n)
         case = f"new {n}-op program (8-vectors)"
 
-        def first_call(f=f):
-            ad = require_dualad()
-            ad.jit(ad.grad(f), fallback="error")(x)  # the interpreter compiled
-            return lambda: ad.jit(ad.grad(f), fallback="error")(x)
+        def new_program(n=n):
+            c = next(fresh) * 1e-9
+            return lambda y: chain_vector_loss(y + c, n)
 
-        def written_in_full(f=f):
+        def first_call(new_program=new_program):
+            ad = require_dualad()
+            ad.jit(ad.grad(new_program()), fallback="error")(x)  # the interpreter compiled
+            return lambda: ad.jit(ad.grad(new_program()), fallback="error")(x)
+
+        def written_in_full(new_program=new_program):
             from dualad.tape.cost_bound import CostBound
 
             ad = require_dualad()
@@ -513,18 +519,18 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
                 add = CostBound.add
                 CostBound.add = lambda self, line, numba=True: 0.0  # never passes the cap
                 try:
-                    return ad.jit(ad.grad(f), fallback="error")(x)
+                    return ad.jit(ad.grad(new_program()), fallback="error")(x)
                 finally:
                     CostBound.add = add
 
             return call
 
-        def encode_only(f=f):
+        def encode_only(n=n):
             from dualad.tape import record
             from dualad.tape.interpreter import InterpretedProgram
             from dualad.tape.lowering import lower
 
-            program = record(f, x).program
+            program = record(functools.partial(chain_vector_loss, n=n), x).program
             return lambda: InterpretedProgram(lower(program, [x])).gradient((0,))
 
         bench.time_interleaved(case, [
