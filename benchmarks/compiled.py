@@ -9,6 +9,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -496,13 +497,15 @@ def interpreter_rows(bench: Bench, quick: bool) -> None:
     # a new program, the interpreter compiled: record, lower, encode, first call; against
     # the same with the straight-line source written and pruned in full before the cap
     # refuses it (as before dualad/tape/cost_bound.py), calls interleaved. Each call's
-    # program is new (a constant of its own), as the disk cache keeps programs it met.
+    # program is new (a constant of its own, in this run and any before), as the disk
+    # cache keeps the programs it met.
     fresh = itertools.count(1)
+    this_run = time.time_ns()
     for n in (400, 1000):
         case = f"new {n}-op program (8-vectors)"
 
         def new_program(n=n):
-            c = next(fresh) * 1e-9
+            c = ((this_run + next(fresh)) % 10**12 + 1) * 1e-21
             return lambda y: chain_vector_loss(y + c, n)
 
         def first_call(new_program=new_program):
