@@ -25,3 +25,11 @@ def kernel_cache(tmp_path_factory):
 def small_cap(monkeypatch):
     """A compile-cost cap that every program exceeds: they all run interpreted."""
     monkeypatch.setattr(backend, "MAX_COMPILE_COST", 1)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty kernel cache of the test's own (``$DUALAD_KERNEL_CACHE``): what it keeps
+    on disk is read back by the test alone."""
+    monkeypatch.setenv("DUALAD_KERNEL_CACHE", str(tmp_path))
+    return tmp_path

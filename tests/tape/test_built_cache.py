@@ -44,12 +44,6 @@ POINTS = [np.array([0.3, -1.2, 0.8, 0.5]), np.array([1.5, 0.2, -0.7, 2.0])]
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DUALAD_KERNEL_CACHE", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def writes(monkeypatch):
     """How many entry modules are written (NumbaProgram._module calls)."""
     made = []

@@ -34,12 +34,6 @@ def chain_rhs(y):  # tridiagonal: a dense Jacobian seeded compressed
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DUALAD_KERNEL_CACHE", str(tmp_path))
-    return tmp_path
-
-
-@pytest.fixture
 def detections(monkeypatch):
     """The number of patterns detected (not read from disk) so far."""
     count = [0]
