@@ -278,10 +278,7 @@ def _kept_on_disk(entry: Callable[..., Any]) -> Callable[..., Any]:
         bound = signature.bind(self, *args, **kw)
         bound.apply_defaults()
         given = tuple(bound.arguments.values())[1:]
-        try:
-            memo: Any = (name, pickle.dumps(given, protocol=5))
-        except (pickle.PicklingError, TypeError, AttributeError):
-            return entry(self, *args, **kw)
+        memo = (name, pickle.dumps(given, protocol=5))  # slots, flags, arrays, shapes
         fn = self._kept.get(memo)
         if fn is not None:
             return fn
@@ -318,7 +315,6 @@ class NumbaProgram:
         #: which entries the output reads depends on the values (order statistics): a
         #: Jacobian pattern detected at one point need not hold at another
         self.pattern_varies = any(isinstance(ins, Order) for ins in low.instructions)
-        self._cache: dict[Any, Callable[..., Any]] = {}
         self._kept: dict[Any, Callable[..., Any]] = {}  # entries by their arguments
         self._made: Built | None = None  # how the last module's entry was made
         self._making = threading.RLock()
@@ -1324,38 +1320,29 @@ class NumbaProgram:
     @_kept_on_disk
     def value(self) -> Callable[..., Any]:
         """``value(*inputs)``: the output (inputs flat, floats for size-one inputs)."""
-        fn = self._cache.get("value")
-        if fn is None:
-            o = self._differentiated()
-            w = _Writer(self.low, {})
-            params: list[str] = []
-            self._forward_values(w, params)
-            w.emit(1, f"return {self._output(o)}")
-            fn = self._cache["value"] = self._module("tape_value", w, params)
-        return fn
+        o = self._differentiated()
+        w = _Writer(self.low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        w.emit(1, f"return {self._output(o)}")
+        return self._module("tape_value", w, params)
 
     @_kept_on_disk
     def values(self) -> Callable[..., Any]:
         """``values(*inputs)``: the tuple of the computed outputs, in order (the constant
         outputs are left out: the caller has them)."""
-        fn = self._cache.get("values")
-        if fn is None:
-            w = _Writer(self.low, {})
-            params: list[str] = []
-            self._forward_values(w, params)
-            items = [self._output(s) for is_slot, s in self.outputs if is_slot]
-            w.emit(1, "return (" + "".join(f"{item}, " for item in items) + ")")
-            fn = self._cache["values"] = self._module("tape_values", w, params)
-        return fn
+        w = _Writer(self.low, {})
+        params: list[str] = []
+        self._forward_values(w, params)
+        items = [self._output(s) for is_slot, s in self.outputs if is_slot]
+        w.emit(1, "return (" + "".join(f"{item}, " for item in items) + ")")
+        return self._module("tape_values", w, params)
 
     @_kept_on_disk
     def jacobian(self, wanted: tuple[int, ...], aux: bool = False) -> Callable[..., Any]:
         """``jacobian(*inputs)``: the output's Jacobian with respect to the input slots
         ``wanted``, shape ``out.shape + (k,)`` with ``k`` their total size (one slot: its
         shape in place of ``(k,)``). With ``aux``, ``(jacobian, other outputs)``."""
-        fn = self._cache.get(("jacobian", wanted, aux))
-        if fn is not None:
-            return fn
         o = self._differentiated(single=not aux)
         low = self.low
         w = _Writer(low, {})
@@ -1375,8 +1362,7 @@ class NumbaProgram:
         else:
             self._values(w)
             w.emit(1, f"return np.zeros({self._shape_literal(shape)}){tail}")
-        fn = self._cache[("jacobian", wanted, aux)] = self._module("tape_jacobian", w, params)
-        return fn
+        return self._module("tape_jacobian", w, params)
 
     @_kept_on_disk
     def compressed_jacobian(self, wanted: tuple[int, ...], colors: np.ndarray,
@@ -1387,10 +1373,6 @@ class NumbaProgram:
         one direction per colour of ``colors`` (a distance-2 column colouring of that
         pattern); the decompression happens inside the compiled code. With ``dense`` (a
         shape), the entries are scattered into a dense Jacobian of that shape instead."""
-        key = ("compressed", wanted, colors.tobytes(), rows.tobytes(), cols.tobytes(), dense)
-        fn = self._cache.get(key)
-        if fn is not None:
-            return fn
         o = self._differentiated()
         low = self.low
         w = _Writer(low, {}, early=dense is None)  # (_scatter_directly rewrites lines)
@@ -1407,8 +1389,7 @@ class NumbaProgram:
             if dense is not None and _scatter_directly(w, o, C, m, K):
                 _nan_exit(w)
                 w.emit(1, f"return {self._reshaped('_D', (m, K), dense)}")
-                fn = self._cache[key] = self._dense_module(w, params, m, K)
-                return fn
+                return self._dense_module(w, params, m, K)
             w.emit(1, f"_B = _T{o}")
             R, Q = w.const_array(rows.astype(np.intp)), w.const_array(cols.astype(np.intp))
             w.emit(1, "_nans = 0.0  # NaNs read (see NanTangents)")
@@ -1429,16 +1410,14 @@ class NumbaProgram:
             _nan_exit(w)
             w.emit(1, f"return {result}")
             if dense is not None:
-                fn = self._cache[key] = self._dense_module(w, params, m, K)
-                return fn
+                return self._dense_module(w, params, m, K)
         elif dense is not None:
             self._values(w)
             w.emit(1, f"return np.zeros({self._shape_literal(dense)})")
         else:
             self._values(w)
             w.emit(1, f"return np.zeros({nnz})")
-        fn = self._cache[key] = self._module("tape_compressed_jacobian", w, params)
-        return fn
+        return self._module("tape_compressed_jacobian", w, params)
 
     def _dense_module(self, w: _Writer, params: list[str], m: int, K: int
                       ) -> Callable[..., Any]:
@@ -1485,9 +1464,6 @@ class NumbaProgram:
         output; with ``aux``, ``(value, gradients, other outputs)``; with ``value=False``
         (no ``aux``), the gradient alone, or the tuple of gradients of several slots
         (nothing else to box; the value's own code is pruned when no gradient reads it)."""
-        fn = self._cache.get(("gradient", wanted, aux, value))
-        if fn is not None:
-            return fn
         o = self._differentiated(single=not aux)
         low = self.low
         if low.sizes[o] != 1:
@@ -1506,17 +1482,13 @@ class NumbaProgram:
             w.emit(1, f"return {grads[0]}")
         else:
             w.emit(1, f"return ({''.join(g + ', ' for g in grads)})")
-        fn = self._cache[("gradient", wanted, aux, value)] = self._module("tape_gradient", w, params)
-        return fn
+        return self._module("tape_gradient", w, params)
 
     @_kept_on_disk
     def jvp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
         """``jvp(*inputs, *directions)``: ``(output, tangent)``, the output's derivative
         along the given directions of the input slots ``wanted`` (one per slot, flat, a
         float for a slot of size one): forward mode with one tangent."""
-        fn = self._cache.get(("jvp", wanted))
-        if fn is not None:
-            return fn
         o = self._differentiated()
         low = self.low
         w = _Writer(low, {})
@@ -1540,17 +1512,13 @@ class NumbaProgram:
             w.emit(1, "_dy = 0.0" if shape == () else
                    f"_dy = np.zeros({self._shape_literal(shape)})")
         w.emit(1, f"return {self._output(o)}, _dy")
-        fn = self._cache[("jvp", wanted)] = self._module("tape_jvp", w, params)
-        return fn
+        return self._module("tape_jvp", w, params)
 
     @_kept_on_disk
     def vjp(self, wanted: tuple[int, ...]) -> Callable[..., Any]:
         """``vjp(*inputs, cotangent)``: ``(output, (gradient per wanted slot, ...))``, the
         cotangent (flat; a float for an output of size one) pulled back through the
         program: reverse mode seeded with it."""
-        fn = self._cache.get(("vjp", wanted))
-        if fn is not None:
-            return fn
         o = self._differentiated()
         low = self.low
         w = _Writer(low, {})
@@ -1565,17 +1533,13 @@ class NumbaProgram:
             self._adjoints(w, act, wanted)
         grads = self._slot_results(act, o, wanted, scale=" * _c" if scalar else "")
         w.emit(1, f"return {self._output(o)}, ({''.join(g + ', ' for g in grads)})")
-        fn = self._cache[("vjp", wanted)] = self._module("tape_vjp", w, params)
-        return fn
+        return self._module("tape_vjp", w, params)
 
     @_kept_on_disk
     def flat_gradient(self, wanted: int) -> Callable[..., Any]:
         """``flat_gradient(*inputs)``: the gradient of the scalar output with respect to
         the input slot ``wanted``, flat (a float for size one), nothing else: the form
         :mod:`dualad.njit` runs on dual numbers for Hessian-vector products."""
-        fn = self._cache.get(("flat_gradient", wanted))
-        if fn is not None:
-            return fn
         o = self._differentiated()
         low = self.low
         if low.sizes[o] != 1:
@@ -1591,9 +1555,7 @@ class NumbaProgram:
         else:
             w.emit(1, "return 0.0" if low.sizes[wanted] == 1 else
                    f"return np.zeros({low.sizes[wanted]})")
-        fn = self._cache[("flat_gradient", wanted)] = self._module("tape_flat_gradient", w,
-                                                                    params)
-        return fn
+        return self._module("tape_flat_gradient", w, params)
 
 
 def _refuse_nan(w: _Writer, name: str, m: int, K: int) -> None:
