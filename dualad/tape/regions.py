@@ -110,6 +110,9 @@ class Region:
     nodes: list[Node] = field(default_factory=list)
     writes: set[int] = field(default_factory=set)  # slots stored by this region
     locals: dict[int, int] = field(default_factory=dict)  # slot -> node computing it
+    #: one entry: ``(slot, position)`` a copy node stored -> what it read (``(slot,
+    #: index)``), read again from there (a buffer written entry by entry and read back)
+    entries: dict[tuple[int, int], tuple[int, Any]] = field(default_factory=dict)
     numpy: bool = False  # values computed by numpy calls (see NUMPY_FASTER)
 
 
@@ -298,6 +301,8 @@ def partition(low: Lowered) -> Plan:
     inits: dict[int, np.ndarray] = {}
     producers: dict[int, Any] = {}
     region: Region | None = None
+    constants: dict[int, np.ndarray] = {}  # constant slots' values
+    written: dict[int, np.ndarray] = {}  # entries of gathers that pieces write
 
     def resolve(slot: int, index: np.ndarray | None) -> tuple[int, np.ndarray | None]:
         if slot in views:
@@ -327,6 +332,14 @@ def partition(low: Lowered) -> Plan:
         items.append(region)
         return region
 
+    def forwarded(slot: int, idx: np.ndarray | None) -> tuple[int, Any]:
+        """An entry the open straight-line region stored by a copy, read from where the
+        copy read it (so the region does not read back what it writes)."""
+        if region is not None and region.domain == 1 and idx is not None and \
+                idx.size == 1 and (slot, int(idx.ravel()[0])) in region.entries:
+            return region.entries[slot, int(idx.ravel()[0])]
+        return slot, idx
+
     def read(r: Region, slot: int, idx: np.ndarray | None) -> Read:
         if slot in r.locals and _is_identity(idx, r.domain):
             return Read(slot, None, True)
@@ -351,6 +364,7 @@ def partition(low: Lowered) -> Plan:
         o, m = ins.out, sizes[ins.out]
         if isinstance(ins, Const):
             consts.append(ins)
+            constants[o] = ins.value
             continue
         if isinstance(ins, Guard):  # a step of its own, reading materialized values
             if ins.kind == "shape":
@@ -363,31 +377,64 @@ def partition(low: Lowered) -> Plan:
                                     ins.recorded)))
             continue
         if isinstance(ins, Gather):
-            covered = sum(p.size for _, p, _ in ins.sources)
-            if len(ins.sources) == 1 and covered == m and \
-                    np.unique(ins.sources[0][1]).size == m:
-                s, positions, local = ins.sources[0]
+            constant = ins.constant
+            sources = [(s, p, loc) for s, p, loc in ins.sources]
+            if len(sources) > 1 and any(resolve(s, loc)[0] in constants for s, _, loc in sources):
+                constant = constant.copy()  # pieces of constants (np.zeros' entries left
+                for s, p, loc in sources:  # unwritten) are the gather's own constant
+                    base, idx = resolve(s, loc)
+                    if base in constants:
+                        constant[p] = constants[base][np.arange(sizes[base]) if idx is None
+                                                      else idx]
+                sources = [(s, p, loc) for s, p, loc in sources
+                           if resolve(s, loc)[0] not in constants]
+            covered = sum(p.size for _, p, _ in sources)
+            if len(sources) == 1 and covered == m and np.unique(sources[0][1]).size == m:
+                s, positions, local = sources[0]
                 g = np.empty(m, dtype=np.intp)
                 g[positions] = local
                 views[o] = resolve(s, g)  # type: ignore[assignment]
                 continue
-            if not ins.sources:
-                consts.append(Const(o, ins.constant))
+            if not sources:
+                consts.append(Const(o, constant))
+                constants[o] = constant
                 continue
             counts = np.zeros(m, dtype=np.intp)
-            for _, p, _ in ins.sources:
+            for _, p, _ in sources:
                 counts[p] += 1
             if np.any(counts > 1):  # later pieces overwrite earlier ones
                 raise LoweringError(f"a gather writes entries twice ({ins.out})")
             if covered < m:
-                inits[o] = ins.constant.copy()
-            for s, positions, local in ins.sources:
+                inits[o] = constant.copy()
+            unwritten = counts == 0
+            pieces: list[tuple[np.ndarray, int, Any]] = []
+            for s, positions, local in sources:
                 base, idx = resolve(s, local)
+                known = [] if idx is None or region is None or region.domain != 1 else \
+                    [(base, int(j)) in region.entries or base in written and
+                     not written[base][int(j)] for j in idx.ravel()]
+                if known and all(known):  # entries the open straight-line region stored
+                    for k, j in enumerate(idx.ravel()):  # (or left constant): one each
+                        if (base, int(j)) in region.entries:
+                            pieces.append((positions[k:k + 1],
+                                           *region.entries[base, int(j)]))
+                        else:
+                            if o not in inits:
+                                inits[o] = constant.copy()
+                            inits[o][positions[k]] = inits[base][j]
+                            unwritten[positions[k]] = True
+                else:
+                    pieces.append((positions, base, idx))
+            written[o] = ~unwritten
+            pieces.sort(key=lambda piece: piece[0].size != 1)  # entries first: into the
+            for positions, base, idx in pieces:  # open straight-line region
                 r = region_for(positions.size, [(base, idx)])
                 r.nodes.append(Node(o, "x", ("x",), [read(r, base, idx)], [], ["1.0"],
                                     "copy", stored=True, shared=True,
                                     store=None if _is_identity(positions, positions.size)
                                     and m == positions.size else positions))
+                if r.domain == 1 and positions.size == 1:
+                    r.entries[o, int(positions[0])] = (base, idx)
                 r.writes.add(o)
                 producers[o] = r
             continue
@@ -395,7 +442,8 @@ def partition(low: Lowered) -> Plan:
             reads = []
             for op in ins.operands:
                 if op.slot is not None:
-                    reads.append(resolve(op.slot, op.index))
+                    reads.append(forwarded(*resolve(op.slot, op.index)) if m == 1 else
+                                 resolve(op.slot, op.index))
             r = region_for(m, reads)
             operands: list[Any] = []
             it = iter(reads)
@@ -455,6 +503,10 @@ def partition(low: Lowered) -> Plan:
         _materialize_output(s, views, sizes, items, producers)
     out = outs[0]
     _mark_stored(items, set(outs))
+    for item in [item for item in items if isinstance(item, Region) and not item.nodes]:
+        items.remove(item)  # its copies were read again from where they came from
+    for o in [o for o in inits if o not in producers or o not in producers[o].writes]:
+        del inits[o]
     for item in items:
         if isinstance(item, Region) and \
                 all(n.kind != "map" or hasattr(np, n.name) for n in item.nodes) and \
@@ -525,6 +577,10 @@ def _mark_stored(items: list[Any], outs: set[int]) -> None:
             read_outside.update(getattr(ins, "reads", ()))
     for item in items:
         if isinstance(item, Region):
+            # copies nothing reads (every entry read again from where it came from)
+            dead = {n.out for n in item.nodes if n.kind == "copy" and n.out not in read_outside}
+            item.nodes = [n for n in item.nodes if n.out not in dead]
+            item.writes -= dead
             for n in item.nodes:  # stored too: calls of functions (backward reads them)
                 if n.kind != "map":
                     n.shared = True
