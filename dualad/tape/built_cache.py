@@ -82,22 +82,25 @@ def settings_stamp() -> bytes:
             for n, a, v in values]), protocol=5)
 
 
-_names: dict[int, list[tuple[str, Any, str]]] = {}
+_names: dict[str, tuple[Any, list[str]]] = {}  # module name -> (module, its settings)
 
 
 def _settings() -> list[tuple[str, Any, str]]:
-    """``(module name, module, name)`` of each setting, found again when modules were
-    imported since (the settings a module defines are fixed; their values are read at
-    each stamp)."""
-    found = _names.get(len(sys.modules))
-    if found is None:
-        found = [(name, module, attr) for name, module in sorted(sys.modules.items())
-                 if module is not None and name.startswith(_SETTINGS_OF)
-                 for attr, value in vars(module).items()
-                 if attr.isupper() and not attr.startswith("_") and isinstance(
-                     value, (bool, int, float, str, tuple, frozenset, dict))]
-        _names.clear()
-        _names[len(sys.modules)] = found
+    """``(module name, module, name)`` of each setting. The names a module defines are
+    read once per module (a module imported since is read then); their values are read
+    at each stamp."""
+    found = []
+    for name in sorted(n for n in list(sys.modules) if n.startswith(_SETTINGS_OF)):
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        known = _names.get(name)
+        if known is None or known[0] is not module:
+            known = _names[name] = (module, [
+                attr for attr, value in list(vars(module).items())
+                if attr.isupper() and not attr.startswith("_") and isinstance(
+                    value, (bool, int, float, str, tuple, frozenset, dict))])
+        found += [(name, module, attr) for attr in known[1]]
     return found
 
 
