@@ -51,7 +51,7 @@ def rolled_value_loss(x):
 def tail_of(f, x, wanted=(0,)):
     x = np.asarray(x, dtype=float)
     code = NumbaProgram(lower(record(f, x).program, [x]))
-    return code, code._fused_tail(code.active(wanted))
+    return code, code._fused_tail(code.active(wanted))[0]
 
 
 def check_gradient(f, x):
@@ -131,3 +131,31 @@ def test_the_100_op_chain_is_one_loop():
     assert source.count("for _i in range(8):") == 1  # values and sweep: one loop
     assert source.count("np.empty(8)") == 3  # the sum's operand, its adjoint, the gradient
     check_gradient(lambda x: np.sum(chain(x, 100)), x)
+
+
+@pytest.mark.parametrize("scale", [
+    lambda s: 0.5 * s,  # straight-line regions of constant partials after the tail
+    lambda s: -s / 7.0 + 3.0,
+])
+@pytest.mark.parametrize("shape", [(5,), (2, 3)])
+def test_a_scaled_sum_after_the_tail_is_swept_before_its_loop(scale, shape):
+    def loss(x):
+        return scale(np.sum(chain(x, 8) * x))
+
+    x = np.linspace(-0.8, 1.1, int(np.prod(shape))).reshape(shape)
+    code = NumbaProgram(lower(record(loss, x).program, [x]))
+    start, end = code._fused_tail(code.active((0,)))
+    assert start == 0 and end < len(code.plan.items)
+    for point in (x, -0.5 * x):
+        check_gradient(loss, point)
+
+
+def test_a_sum_read_by_a_nonlinear_scalar_ends_no_fusion_wrongly():
+    def loss(x):  # log of the sum: its partial needs the sum, which the loop makes
+        return np.log(np.sum(np.exp(np.sin(x) * x)))
+
+    x = np.array([0.3, -0.7, 1.1, 0.2])
+    code = NumbaProgram(lower(record(loss, x).program, [x]))
+    start, end = code._fused_tail(code.active((0,)))
+    assert start == end == len(code.plan.items)  # nothing fused
+    check_gradient(loss, x)
