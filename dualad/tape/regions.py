@@ -6,7 +6,9 @@ statements in program order: an elementwise call (a :class:`~dualad.tape.lowerin
 a copy (one piece of a gather that is not a plain view), or a term of a reduction
 (``out[g(i)] += c(i) * x``). A node reads either another node of the same region at the
 same entry (a scalar local: no temporary array) or a *materialized* value (an input, or a
-value stored by an earlier region or step) through an index map. Gathers that move every
+value stored by an earlier region or step) through an index map; in straight-line code
+(one entry) an entry a copy stored is read again from what the copy read (a buffer filled
+entry by entry and read back: ``f[2] = f[1] - f[3]``). Gathers that move every
 entry of one value (``np.roll``, slices, reshapes, broadcasts, transposes) are not
 instructions at all: they are *views*, composed into the index maps of their readers.
 Index maps are written as loop arithmetic where they follow a pattern
