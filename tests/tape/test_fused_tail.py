@@ -62,6 +62,8 @@ def check_gradient(f, x):
     np.testing.assert_allclose(grad, eager_grad, rtol=1e-12, atol=1e-15)
     fd = numerical_jacobian(f, (x,), 0)
     np.testing.assert_allclose(grad, fd.reshape(np.shape(x)), atol=1e-6)
+    forward = ad.jacobian(f, mode="forward")(x)  # forward mode agrees with the sweep
+    np.testing.assert_allclose(grad, np.reshape(forward, np.shape(x)), rtol=1e-12, atol=1e-15)
     alone = ad.jit(ad.grad(f), fallback="error")(x)
     np.testing.assert_allclose(alone, eager_grad, rtol=1e-12, atol=1e-15)
 
