@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -578,6 +579,8 @@ def _lower_gather(e: Operation, slots: list[Any], sizes: list[int],
             ids[pos, None] = np.zeros(np.shape(a))
     index = np.asarray(_probe_call(e, ids, slots), dtype=np.float64).ravel()
     out = _float_array(slots[e.out], repr(e.op)).ravel()
+    if index.size == 1 and out.size == 1:  # one entry (``y[3]``): no passes over arrays
+        return _gather_one(e, float(index[0]), float(out[0]), owners, slots, sizes)
     if index.shape != out.shape or not np.all(index == np.round(index)):
         raise LoweringError(f"{e.op!r} does not move entries as declared")
     index = index.astype(np.intp)
@@ -592,6 +595,23 @@ def _lower_gather(e: Operation, slots: list[Any], sizes: list[int],
                 raise LoweringError(f"{e.op!r} does not move entries as declared")
             sources.append((s, positions.astype(np.intp), local))
     return Gather(e.out, constant, sources)
+
+
+def _gather_one(e: Operation, k: float, value: float, owners: list[tuple[int, int]],
+                slots: list[Any], sizes: list[int]) -> Gather:
+    """:func:`_lower_gather`'s instruction for an output of one entry, the probe's ``k``
+    (0: a constant; else the position among the owners' numbered entries)."""
+    if not math.isfinite(k) or k != math.floor(k):
+        raise LoweringError(f"{e.op!r} does not move entries as declared")
+    at = int(k)
+    for s, begin in owners[1:]:
+        if begin <= at < begin + sizes[s]:
+            found = float(np.asarray(slots[s], dtype=np.float64).reshape(-1)[at - begin])
+            if found != value and not (found != found and value != value):
+                raise LoweringError(f"{e.op!r} does not move entries as declared")
+            return Gather(e.out, np.zeros(1), [(s, np.zeros(1, dtype=np.intp),
+                                                np.array([at - begin], dtype=np.intp))])
+    return Gather(e.out, np.array([value if at == 0 else 0.0]), [])
 
 
 def _lower_scatter(e: Operation, slots: list[Any], sizes: list[int],
