@@ -1388,7 +1388,7 @@ class NumbaProgram:
                              ("order_kernels", "order_values"),
                              ("order_kernels", "order_tangents"),
                              ("order_kernels", "order_adjoints"), ("scalar_select", "where"),
-                             ("zero_matrix", "zero_matrix")):
+                             ("zero_matrix", "zero_matrix"), ("reshaped", "reshaped")):
             if any(f"_{call}(" in line for _, segment in w.segments for line in segment):
                 lines.insert(-1, f"from dualad.tape.{module} import {call} as _{call}")
         for gname, arr in w.globals.items():
@@ -1429,14 +1429,16 @@ class NumbaProgram:
         return "(" + "".join(f"{d}, " for d in shape) + ")"
 
     def _reshaped(self, name: str, shape: tuple[int, ...], to: tuple[int, ...]) -> str:
-        """Source of array ``name`` of ``shape`` with shape ``to`` (no reshape where they
-        agree: measured, a reshape compiles in about 0.1 s once per process)."""
-        return name if tuple(shape) == tuple(to) else f"{name}.reshape({self._shape_literal(to)})"
+        """Source of the C-contiguous array ``name`` of ``shape`` with shape ``to``, a view
+        lowered inline (:mod:`dualad.tape.reshaped`; nothing where the shapes agree)."""
+        return name if tuple(shape) == tuple(to) else \
+            f"_reshaped({name}, {self._shape_literal(to)})"
 
     def _flat_as(self, flat: str, shape: tuple[int, ...]) -> str:
-        """Source of the flat array ``flat`` with ``shape`` (no reshape to one dimension:
-        measured, each form of reshape compiles in about 0.1 s once per process)."""
-        return f"({flat})" if len(shape) == 1 else f"({flat}).reshape({self._shape_literal(shape)})"
+        """Source of the flat C-contiguous array ``flat`` with ``shape`` (as
+        :meth:`_reshaped`; nothing for one dimension)."""
+        return f"({flat})" if len(shape) == 1 else \
+            f"_reshaped({flat}, {self._shape_literal(shape)})"
 
     def _output(self, s: int) -> str:
         """Source of the value of slot ``s`` as handed back: a float for shape ``()``,
@@ -1865,6 +1867,7 @@ _EMPTY = re.compile(r"^    (\w+) = np\.empty\((\d+|\(\d+, \d+\))\)$")
 _FIXED = re.compile(r"^    (\w+) = _zero_matrix\((\d+, \d+)\)  # written at fixed entries$")
 _SIZE_CHECK = re.compile(r"^    if (_x\d+)\.shape\[0\] != (\d+):$")
 _GLOBAL = re.compile(r"^(_G\d+) = np\.array\(")
+_RESHAPED = "from dualad.tape.reshaped import reshaped as _reshaped"
 
 
 def _fused_batch_source(source: str, name: str, parallel: bool, position: int = 0
@@ -1904,8 +1907,8 @@ def _fused_batch_source(source: str, name: str, parallel: bool, position: int = 
     for line in body:
         fixed = _FIXED.match(line)
         if fixed and (result == fixed.group(1) or
-                      result.startswith(f"{fixed.group(1)}.reshape(")):
-            kept.append(f"    {fixed.group(1)} = _out[_b].reshape(({fixed.group(2)}))")
+                      result.startswith(f"_reshaped({fixed.group(1)}, ")):
+            kept.append(f"    {fixed.group(1)} = _reshaped(_out[_b], ({fixed.group(2)}))")
             result, zeroed = "", True
         elif _EMPTY.match(line):
             hoisted.append(line)
@@ -1918,6 +1921,8 @@ def _fused_batch_source(source: str, name: str, parallel: bool, position: int = 
     parallel = parallel and not any("raise" in line for line in kept)
     constants = [m.group(1) for m in map(_GLOBAL.match, lines[:at]) if m] if parallel else []
     head = lines[:at - 1]
+    if _RESHAPED not in head and any("_reshaped(" in line for line in kept):
+        head.insert(head.index("import numpy as np") + 1, _RESHAPED)
     new_params = constants + [p for p in params if p.startswith("_A")] + \
         ["_out", "_xs"] + [p for p in params if not p.startswith("_A") and p != batched]
     if nan_rows:
