@@ -6,7 +6,7 @@ A rule's scalar expressions are written once per rule for any operands
 often calls it with a number (``x ** 2``): :func:`fold` writes that number in and folds
 what it decides (the condition, ``p - 1.0``, a power of 2 or 1), so the partial reads
 ``2.0 * x``. What stays conditional is written without branches: ``a if c else b`` as
-``_where(c, a, b)`` (:func:`dualad.tape.scalar_select.where`, one compiled function) and ``c and d`` of
+``_where(c, a, b)`` (:func:`dualad.tape.scalar_select.where`, one select lowered inline) and ``c and d`` of
 comparisons as ``c & d``. Numba's compile time grows with the number of basic blocks
 times the number of locals (its SSA pass), so a long straight-line body with a branch per
 line compiled 8x slower per line than one with a call there (measured: 600 lines, 40 ms

@@ -47,6 +47,23 @@ def test_where_selects():
     assert where(False, 1.0, np.inf) == np.inf
 
 
+def test_compiled_where_selects_as_a_branch_would():
+    import numba
+
+    select = numba.njit(lambda c, a, b: where(c, a, b))
+    branch = numba.njit(lambda c, a, b: a if c else b)
+    cases = [(True, 1.0, 2.0), (False, 1.0, np.inf), (True, np.nan, 1.0), (False, np.nan, 1.0),
+             (np.nan, 1.0, 2.0), (0.0, 1.0, 2.0), (-0.0, 1.0, 2.0), (2, 1.5, 3),
+             (True, 1, 2.5), (False, 1, 2.5), (False, True, 2), (True, -0.0, 0.0)]
+    for c, a, b in cases:
+        got, want = select(c, a, b), branch(c, a, b)
+        assert type(got) is type(want)
+        assert got == want or (got != got and want != want)
+        assert np.signbit(got) == np.signbit(want)
+    with pytest.raises(numba.core.errors.TypingError):
+        select(True, np.ones(2), 1.0)  # numbers only
+
+
 def test_cost_counts_subscripts_selects_and_branches():
     plain = line_cost("    _l1 = _l0 * 2.0")
     assert line_cost("    _l1 = _x0[3] * 2.0") > plain
