@@ -675,8 +675,9 @@ class NumbaProgram:
         every node's scalar tangent (its size grows with the body, not body x outputs)."""
         # a seeded input's tangent in direction _k is 1.0 or 0.0: one local per seed
         # column, set at the top of the loop (a branch per use measured POLLU's compile
-        # 1.0 s instead of 0.55 s: Numba's passes grow with the basic blocks), by a call
-        # to _where rather than a branch (scalar_fold)
+        # 1.0 s instead of 0.55 s: Numba's passes grow with the basic blocks), as a
+        # comparison times 1.0 (no branch; measured, POLLU's kernel compiles in 300 ms
+        # instead of 366 ms with a call of _where)
         seeds: dict[str, str] = {}
         body: list[str] = []
         for j, n in enumerate(r.nodes):
@@ -707,7 +708,7 @@ class NumbaProgram:
                 body.append(f"_T{n.out}[{row}, _k] {'+=' if n.accumulate else '='} {expr}")
         w.emit(d, f"for _k in range({K}):")
         for col, name in seeds.items():
-            w.emit(d + 1, f"{name} = _where(_k == {col}, 1.0, 0.0)")  # no branch
+            w.emit(d + 1, f"{name} = (_k == {col}) * 1.0")
         for line in body:
             w.emit(d + 1, line)
 
@@ -1294,10 +1295,11 @@ class NumbaProgram:
 
     def _tangents(self, w: _Writer, act: list[bool], wanted: tuple[int, ...], K: int,
                   colors: str | None = None, seeds: list[str] | None = None,
-                  values: bool = False) -> None:
+                  values: bool = False, colored: np.ndarray | None = None) -> None:
         """Forward mode over ``K`` directions: ``_T{slot}`` (entries x directions) for every
         active stored value; the inputs ``wanted`` are seeded with the identity, with one
-        direction per colour of ``colors``, or with the given directions ``seeds`` (one
+        direction per colour of ``colors`` (the array's name; ``colored``, its values,
+        written as numbers where the entry is), or with the given directions ``seeds`` (one
         parameter per wanted slot, ``K`` = 1). ``values``: the output's values are kept."""
         sizes = self.low.sizes
         if not values and all(s != self.out for s in self._read_slots()) and \
@@ -1313,7 +1315,11 @@ class NumbaProgram:
                 return ""
             at = str(offsets[s]) if sizes[s] == 1 else (
                 idx if offsets[s] == 0 else f"{offsets[s]} + {idx}")
-            return at if colors is None else f"{colors}[{at}]"
+            if colors is None:
+                return at
+            if colored is not None and at.isdigit():  # a number: no array read to compile
+                return str(int(colored[int(at)]))
+            return f"{colors}[{at}]"
 
         stepped = {s for item in self.plan.items if isinstance(item, Step)
                    for s in (getattr(item.ins, "source", None), getattr(item.ins, "a", None),
@@ -1520,7 +1526,7 @@ class NumbaProgram:
         nnz = rows.size
         if act[o] and nnz:
             C = w.const_array(colors.astype(np.intp))
-            self._tangents(w, act, wanted, c, colors=C)
+            self._tangents(w, act, wanted, c, colors=C, colored=colors)
             K = sum(low.sizes[s] for s in wanted)
             if dense is not None and _scatter_directly(w, o, C, m, K):
                 _nan_exit(w)
