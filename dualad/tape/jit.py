@@ -585,8 +585,8 @@ class Jitted:
                           for a in nums), ())
             if kind == "grad" and not aux:  # the gradients alone; a number's as a 0-d
                 kernel = code.gradient(wanted, value=False)  # array, as eager mode's
-                if not single:
-                    return kernel, _gradients_alone
+                if not single:  # a tuple, of one gradient too (argnums=(0,))
+                    return kernel, _gradients_alone if len(wanted) > 1 else _one_gradient
                 return kernel, _same if code.low.shapes[wanted[0]] else _array
             kernel = code.gradient(wanted, aux=aux)
             if aux:
@@ -820,6 +820,12 @@ def _gradients(r: Any) -> Any:
 
 def _gradients_alone(r: Any) -> Any:
     return tuple(_array(g) for g in r)
+
+
+def _one_gradient(r: Any) -> Any:
+    """The gradient of ``argnums=(i,)``: a tuple of one, as eager mode's (the kernel of
+    one gradient returns it alone)."""
+    return (_array(r),)
 
 
 def _value_and_gradients(r: Any) -> Any:

@@ -231,6 +231,27 @@ def engine(request, monkeypatch):
     return request.param
 
 
+def _three_arguments(x, s, m):
+    return np.sum(np.sin(x) * s) + s * s * np.sum(m * m)
+
+
+@pytest.mark.parametrize("argnums", [(0,), (1,), (2,), (1, 0)])
+@pytest.mark.parametrize("scalar", [0.7, np.array(0.7), np.array(-1.5)])
+def test_a_tuple_of_one_argnum_gives_a_tuple_of_one_gradient(argnums, scalar, engine):
+    """``grad(f, argnums=(i,))`` returns ``(df/dx_i,)``, as eager mode: not the gradient
+    alone, nor (before the fix) a tuple of its entries, or an error for a number."""
+    args = (np.array([0.3, -0.5, 1.25]), scalar, np.array([[1.0, 2.0], [-0.5, 0.25]]))
+    for transform in (ad.grad, ad.value_and_grad):
+        assert_same(*both(transform(_three_arguments, argnums=argnums), *args))
+    grads = quiet(ad.jit(ad.grad(_three_arguments, argnums=argnums)), *args)
+    assert type(grads) is tuple and len(grads) == len(argnums)
+    for i, g in zip(argnums, grads):
+        fd = numerical_jacobian(_three_arguments, args, i).reshape(np.shape(args[i]))
+        np.testing.assert_allclose(g, fd, atol=1e-6)
+    again = quiet(ad.jit(ad.grad(_three_arguments, argnums=argnums)), *args)  # the entry
+    assert_same(again, grads)  # made at the first call serves the second
+
+
 @pytest.mark.parametrize("name", list(SELECTIONS))
 def test_max_and_min_propagate_nan_as_numpy(name, engine):
     """np.max of values with a NaN is NaN (np.nanmax: the largest of the others), compiled
