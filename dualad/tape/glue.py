@@ -119,8 +119,9 @@ def assemble(name: str, segments: list[tuple[str, list[str]]], params: list[str]
         parts = [("python" if kind == "numba" and all(_plain(line) for st in stmts
                                                        for line in st) else kind, stmts)
                  for kind, stmts in parts]
-    if len(parts) == 1 and parts[0][0] == "numba":
-        body = [line for s in parts[0][1] for line in s]
+    if len(parts) == 1 and parts[0][0] == "numba" and \
+            not any(p.startswith("_call") for p in params):  # (a call object whose every
+        body = [line for s in parts[0][1] for line in s]  # use was pruned: not Numba's)
         return "\n".join([DECORATOR, f"def {name}({', '.join(params)}):"] + body) + "\n"
     flows = []
     for _kind, stmts in parts:

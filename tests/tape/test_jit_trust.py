@@ -252,6 +252,27 @@ def test_a_tuple_of_one_argnum_gives_a_tuple_of_one_gradient(argnums, scalar, en
     assert_same(again, grads)  # made at the first call serves the second
 
 
+@pytest.mark.parametrize("a, b", [(np.array(0.0), np.array(0.0)),
+                                  (np.array(0.3), np.array(1.5)),
+                                  (np.array(-0.5), np.array([1.5, -2.0, 0.25]))])
+def test_a_call_run_as_itself_on_an_argument_not_differentiated(a, b):
+    """The call's every use is pruned from the derivative w.r.t. ``a``: the entry is one
+    Numba function that must not take the call object (it did, and failed to type)."""
+    def f(a, b):
+        return np.cumprod(b, axis=None) * 2.0 + np.sin(a)
+
+    def loss(a, b):
+        return np.sum(f(a, b))
+
+    for argnums in (0, 1):
+        assert_same(*both(ad.jacobian(f, argnums=argnums), a, b))
+        assert_same(*both(ad.grad(loss, argnums=argnums), a, b))
+        fd = numerical_jacobian(loss, (a, b), argnums).reshape(np.shape((a, b)[argnums]))
+        np.testing.assert_allclose(quiet(ad.jit(ad.grad(loss, argnums=argnums)), a, b), fd,
+                                   atol=1e-6)
+    assert_same(*both(ad.jacobian(lambda a, b: np.cumprod(b, axis=None)), a, b))
+
+
 @pytest.mark.parametrize("name", list(SELECTIONS))
 def test_max_and_min_propagate_nan_as_numpy(name, engine):
     """np.max of values with a NaN is NaN (np.nanmax: the largest of the others), compiled
